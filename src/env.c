@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* env.c - library start-up: page size, the environment, debug logging. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "env.h"
+#include "pressure.h"
+
+struct vr_env vr_env = { .monitor = true };
+size_t vr_page_size = 4096;
+unsigned int vr_page_shift = 12;
+
+static pthread_once_t basic_once = PTHREAD_ONCE_INIT;
+static pthread_once_t full_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t seq_counter;
+
+uint64_t vr_next_seq(void)
+{
+	return atomic_fetch_add_explicit(&seq_counter, 1, memory_order_relaxed) + 1;
+}
+
+int vr_parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || (shift && v > (SIZE_MAX >> shift)))
+		return -EINVAL;
+	*out = (size_t)v << shift;
+	return 0;
+}
+
+static void warn_malformed(const char *name, const char *value)
+{
+	/* The contract's one permitted word on stderr: a malformed setting. */
+	fprintf(stderr, "libvrange: ignoring malformed %s=\"%s\"\n", name, value);
+}
+
+static bool parse_bool(const char *name, const char *v, bool dflt)
+{
+	if (!v)
+		return dflt;
+	if (!strcmp(v, "0"))
+		return false;
+	if (!strcmp(v, "1"))
+		return true;
+	warn_malformed(name, v);
+	return dflt;
+}
+
+static void read_env(void)
+{
+	const char *v;
+
+	vr_env.debug = parse_bool("VRANGE_DEBUG", getenv("VRANGE_DEBUG"), false);
+	vr_env.monitor = parse_bool("VRANGE_MONITOR", getenv("VRANGE_MONITOR"), true);
+	vr_env.no_uffd = parse_bool("VRANGE_NO_UFFD", getenv("VRANGE_NO_UFFD"), false);
+	v = getenv("VRANGE_PRESSURE");
+	if (v && !strcmp(v, "meminfo"))
+		vr_env.meminfo_only = true;
+	else if (v && *v)
+		warn_malformed("VRANGE_PRESSURE", v);
+	v = getenv("VRANGE_BUDGET");
+	if (v && vr_parse_size(v, &vr_env.budget) < 0) {
+		vr_env.budget = 0;
+		warn_malformed("VRANGE_BUDGET", v);
+	}
+}
+
+static void init_basic_once(void)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+
+	if (ps > 0 && (ps & (ps - 1)) == 0)
+		vr_page_size = (size_t)ps;
+	vr_page_shift = (unsigned int)__builtin_ctzl(vr_page_size);
+	read_env();
+}
+
+static void init_full_once(void)
+{
+	vr_init_basic();
+	if (vr_env.budget)
+		pressure_set_budget(vr_env.budget);
+	if (vr_env.monitor)
+		pressure_autostart();
+}
+
+void vr_init_basic(void)
+{
+	pthread_once(&basic_once, init_basic_once);
+}
+
+void vr_init(void)
+{
+	pthread_once(&full_once, init_full_once);
+}
+
+void vr_debug(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!vr_env.debug)
+		return;
+	va_start(ap, fmt);
+	fputs("libvrange: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* env.h - library start-up: page size, environment (read once), debug log. */
+#ifndef VRANGE_ENV_H
+#define VRANGE_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VR_HIDDEN __attribute__((visibility("hidden")))
+
+struct vr_env {
+	bool monitor;       /* VRANGE_MONITOR, default on */
+	bool debug;         /* VRANGE_DEBUG=1 */
+	bool no_uffd;       /* VRANGE_NO_UFFD=1: behave as if userfaultfd were missing */
+	bool meminfo_only;  /* VRANGE_PRESSURE=meminfo: skip PSI and cgroups (tests) */
+	size_t budget;      /* VRANGE_BUDGET, 0 = none */
+};
+
+/* Filled by vr_init(); read-only afterwards. */
+extern struct vr_env vr_env VR_HIDDEN;
+extern size_t vr_page_size VR_HIDDEN;
+extern unsigned int vr_page_shift VR_HIDDEN;
+
+/*
+ * First-use initialisation, idempotent and thread-safe: page size, the
+ * environment, and (unless VRANGE_MONITOR=0) the pressure monitor.
+ * Every public entry point that creates state calls it.
+ */
+void vr_init(void) VR_HIDDEN;
+
+/* Page size and environment only: what even signal-safe paths need. */
+void vr_init_basic(void) VR_HIDDEN;
+
+/* Parse "<digits>[K|M|G]"; 0 or -EINVAL.  Exposed for tests. */
+int vr_parse_size(const char *s, size_t *out) VR_HIDDEN;
+
+/* Debug log to stderr when VRANGE_DEBUG=1; never otherwise. */
+void vr_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2))) VR_HIDDEN;
+
+/* A monotonically increasing stamp for "when was this marked". */
+uint64_t vr_next_seq(void) VR_HIDDEN;
+
+#endif

@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * file_state.c - per-file volatile state: the registry of files, marking,
+ * and the discard step of the purge engine.
+ *
+ * Why "INTACT means nothing was discarded" holds: a page is discarded only
+ * in vfile_discard(), which runs with f->lock held, finds the page volatile
+ * in the tree, records it as purged in the tree, and punches it - all before
+ * it lets go of the lock.  vfile_mark_nonvolatile() takes the same lock, so
+ * it runs either wholly before a discard (then the page is no longer
+ * volatile and the discard does not choose it) or wholly after (then it sees
+ * the page recorded as purged and reports VRANGE_PURGED).  There is no third
+ * order.  docs/design.md spells this out.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "file_state.h"
+#include "uffd_purge.h"
+#include "vrange.h"
+
+#define INITIAL_NODES 64u
+/* Spare nodes kept so that a clear (needs two) never has to grow. */
+#define SPARE_NODES 4u
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vfile *registry;
+
+static int arena_grow(struct vfile *f)
+{
+	uint64_t want = (uint64_t)f->tree.cap * 2;
+	size_t bytes;
+	void *p;
+
+	if (want > UINT32_MAX - 1)
+		return -ENOMEM;
+	bytes = rt_arena_bytes((uint32_t)want);
+	/* mremap is a plain system call: safe in a signal handler too. */
+	p = mremap(f->arena, f->arena_bytes, bytes, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	f->arena = p;
+	f->arena_bytes = bytes;
+	return rt_grow(&f->tree, p, bytes);
+}
+
+static int keep_spare(struct vfile *f)
+{
+	if (rt_free_nodes(&f->tree) >= SPARE_NODES)
+		return 0;
+	return arena_grow(f);
+}
+
+static int arena_create(struct vfile *f)
+{
+	size_t bytes = rt_arena_bytes(INITIAL_NODES);
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	f->arena = p;
+	f->arena_bytes = bytes;
+	return rt_format(&f->tree, p, bytes);
+}
+
+/*
+ * Our own descriptor of the file: a fresh open file description when /proc
+ * allows it, so nothing we do moves the application's file offset; else a
+ * dup of a descriptor that is open for writing (punching needs that).
+ */
+static int own_descriptor(int fd)
+{
+	char path[64];
+	int nfd, fl;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	nfd = open(path, O_RDWR | O_CLOEXEC);
+	if (nfd >= 0)
+		return nfd;
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -EBADF;
+	if ((fl & O_ACCMODE) != O_RDWR)
+		return -EBADF;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	return nfd < 0 ? -errno : nfd;
+}
+
+static void vfile_free(struct vfile *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	if (f->arena)
+		munmap(f->arena, f->arena_bytes);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static int vfile_new(int fd, const struct stat *st, struct vfile **out)
+{
+	struct vfile *f = calloc(1, sizeof(*f));
+	int r;
+
+	if (!f)
+		return -ENOMEM;
+	f->fd = -1;
+	f->dev = st->st_dev;
+	f->ino = st->st_ino;
+	f->refs = 1;
+	pthread_mutex_init(&f->lock, NULL);
+	r = own_descriptor(fd);
+	if (r < 0)
+		goto fail;
+	f->fd = r;
+	r = arena_create(f);
+	if (r < 0)
+		goto fail;
+	*out = f;
+	return 0;
+fail:
+	vfile_free(f);
+	return r;
+}
+
+static struct vfile *lookup_locked(dev_t dev, ino_t ino)
+{
+	for (struct vfile *f = registry; f; f = f->next)
+		if (f->dev == dev && f->ino == ino)
+			return f;
+	return NULL;
+}
+
+struct vfile *vfile_find(dev_t dev, ino_t ino)
+{
+	struct vfile *f;
+
+	pthread_mutex_lock(&registry_lock);
+	f = lookup_locked(dev, ino);
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&registry_lock);
+	return f;
+}
+
+int vfile_get(int fd, const struct stat *st, struct vfile **out)
+{
+	struct vfile *f;
+	int r = 0;
+
+	pthread_mutex_lock(&registry_lock);
+	f = lookup_locked(st->st_dev, st->st_ino);
+	if (f) {
+		f->refs++;
+	} else {
+		r = vfile_new(fd, st, &f);
+		if (r == 0) {
+			f->next = registry;
+			registry = f;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	if (r == 0)
+		*out = f;
+	return r;
+}
+
+void vfile_put(struct vfile *f)
+{
+	struct vfile **pp;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&registry_lock);
+	if (--f->refs > 0) {
+		pthread_mutex_unlock(&registry_lock);
+		return;
+	}
+	for (pp = &registry; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	vfile_free(f);
+}
+
+int vfile_lock(struct vfile *f)
+{
+	return -pthread_mutex_lock(&f->lock);
+}
+
+void vfile_unlock(struct vfile *f)
+{
+	pthread_mutex_unlock(&f->lock);
+}
+
+int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
+			int32_t prio)
+{
+	int r = vfile_lock(f);
+
+	if (r < 0)
+		return r;
+	for (;;) {
+		r = rt_mark_volatile(&f->tree, start, end, prio, vr_next_seq(), NULL);
+		if (r != -ENOMEM)
+			break;
+		r = arena_grow(f);
+		if (r < 0)
+			break;
+	}
+	if (r == 0)
+		r = keep_spare(f);
+	vfile_unlock(f);
+	return r;
+}
+
+struct unpoison_ctx {
+	struct vfile *f;
+};
+
+/* A purged range: let every SIGBUS mapping fault fresh zero pages there. */
+static int unpoison_range(const struct rt_range *rr, void *arg)
+{
+	struct unpoison_ctx *c = arg;
+	size_t off = (size_t)rr->start << vr_page_shift;
+	size_t len = (size_t)(rr->end - rr->start) << vr_page_shift;
+
+	if (rr->state != RT_PURGED)
+		return 0;
+	for (struct vmap *m = c->f->maps; m; m = m->next) {
+		if (!m->sigbus || off >= m->size)
+			continue;
+		uffd_after_nonvolatile(m, off, len < m->size - off ? len : m->size - off);
+	}
+	return 0;
+}
+
+static bool has_sigbus_map(const struct vfile *f)
+{
+	for (const struct vmap *m = f->maps; m; m = m->next)
+		if (m->sigbus)
+			return true;
+	return false;
+}
+
+int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
+{
+	uint64_t vol = 0, purged = 0;
+	int r = vfile_lock(f);
+
+	if (r < 0)
+		return r;
+	if (has_sigbus_map(f)) {
+		struct unpoison_ctx c = { f };
+
+		r = rt_visit(&f->tree, start, end, unpoison_range, &c);
+		if (r < 0)
+			goto out;
+	}
+	for (;;) {
+		r = rt_clear(&f->tree, start, end, &vol, &purged);
+		if (r != -ENOMEM)
+			break;
+		r = arena_grow(f);
+		if (r < 0)
+			goto out;
+	}
+	if (r == 0)
+		r = purged ? VRANGE_PURGED : VRANGE_INTACT;
+out:
+	vfile_unlock(f);
+	return r;
+}
+
+int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end)
+{
+	uint64_t vol = 0, purged = 0;
+	int r = vfile_lock(f);
+
+	if (r < 0)
+		return r;
+	r = rt_count(&f->tree, start, end, &vol, &purged);
+	vfile_unlock(f);
+	if (r < 0)
+		return r;
+	return (vol + purged) > 0;
+}
+
+int vfile_clear_all(struct vfile *f)
+{
+	return vfile_mark_nonvolatile(f, 0, UINT64_MAX >> 1) < 0 ? -EIO : 0;
+}
+
+void vfile_add_map(struct vfile *f, struct vmap *m)
+{
+	pthread_mutex_lock(&f->lock);
+	m->next = f->maps;
+	f->maps = m;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void vfile_del_map(struct vfile *f, struct vmap *m)
+{
+	pthread_mutex_lock(&f->lock);
+	for (struct vmap **pp = &f->maps; *pp; pp = &(*pp)->next) {
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+int vfile_peek_oldest(struct vfile *f, struct rt_range *out)
+{
+	int r = vfile_lock(f);
+
+	if (r < 0)
+		return r;
+	r = rt_oldest(&f->tree, out);
+	vfile_unlock(f);
+	return r;
+}
+
+static uint64_t allocated_bytes(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return 0;
+	return (uint64_t)st.st_blocks * 512;
+}
+
+/*
+ * Discard pages [start, end), which are volatile: the one place where data
+ * goes away.  Caller holds f->lock (see the comment at the top).
+ */
+static void vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
+			  uint64_t *freed)
+{
+	size_t off = (size_t)start << vr_page_shift;
+	size_t len = (size_t)(end - start) << vr_page_shift;
+	uint64_t before, after;
+
+	for (struct vmap *m = f->maps; m; m = m->next)
+		if (m->sigbus && off < m->size)
+			uffd_before_discard(m, off, len < m->size - off ? len : m->size - off);
+	rt_mark_purged(&f->tree, start, end, NULL);
+	before = allocated_bytes(f->fd);
+	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0)
+		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
+			 strerror(errno));
+	after = allocated_bytes(f->fd);
+	for (struct vmap *m = f->maps; m; m = m->next)
+		if (m->sigbus && off < m->size)
+			uffd_after_discard(m, off, len < m->size - off ? len : m->size - off);
+	*freed += before > after ? before - after : 0;
+}
+
+int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
+		       uint64_t *pages)
+{
+	uint64_t chunk = VFILE_CHUNK_BYTES >> vr_page_shift, n;
+	struct rt_range rr;
+	int r = vfile_lock(f);
+
+	if (r < 0)
+		return r;
+	r = rt_oldest(&f->tree, &rr);
+	if (r <= 0)
+		goto out;
+	n = rr.end - rr.start;
+	if (n > chunk)
+		n = chunk;
+	if (n > max_pages)
+		n = max_pages;
+	vfile_discard(f, rr.start, rr.start + n, freed);
+	*pages += n;
+	r = keep_spare(f) < 0 ? -ENOMEM : 1;
+out:
+	vfile_unlock(f);
+	return r;
+}
+
+static bool older(const struct rt_range *a, const struct rt_range *b)
+{
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	return a->seq < b->seq;
+}
+
+struct vfile *vfile_pick_oldest(void)
+{
+	struct vfile *best = NULL;
+	struct rt_range best_r = { 0 }, rr;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next) {
+		if (vfile_peek_oldest(f, &rr) <= 0)
+			continue;
+		if (!best || older(&rr, &best_r)) {
+			best = f;
+			best_r = rr;
+		}
+	}
+	if (best)
+		best->refs++;
+	pthread_mutex_unlock(&registry_lock);
+	return best;
+}
+
+void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
+		  uint64_t *resident_bytes)
+{
+	*files = *vol_pages = *purged_pages = *resident_bytes = 0;
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next) {
+		*files += f->fd_layer;
+		if (vfile_lock(f) == 0) {
+			*vol_pages += rt_volatile_pages(&f->tree);
+			*purged_pages += rt_purged_pages(&f->tree);
+			vfile_unlock(f);
+		}
+		*resident_bytes += allocated_bytes(f->fd);
+	}
+	pthread_mutex_unlock(&registry_lock);
+}
+
+int vfile_forget(dev_t dev, ino_t ino)
+{
+	struct vfile *f;
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&registry_lock);
+	f = lookup_locked(dev, ino);
+	if (f && f->fd_layer) {
+		f->fd_layer = false;
+		r = 0;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	if (r == 0) {
+		vfile_clear_all(f);
+		vfile_put(f);
+	}
+	return r;
+}
+
+int vfile_attach_fd_layer(int fd, const struct stat *st, struct vfile **out)
+{
+	struct vfile *f;
+	int r = vfile_get(fd, st, &f);
+
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&registry_lock);
+	if (!f->fd_layer) {
+		/* The file layer's own reference, dropped by vfile_forget(). */
+		f->fd_layer = true;
+		f->refs++;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	*out = f;
+	return 0;
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * file_state.h - the volatile state of one shared-memory file (internal).
+ *
+ * A struct vfile exists once per file (device + inode) in this process.  It
+ * owns the file's range tree, the lock that guards it, a descriptor of its
+ * own for punching, and the list of this process's library mappings of the
+ * file (so a purge can make them raise SIGBUS).  Regions and the file layer
+ * hold references to it.
+ *
+ * Locking: f->lock guards the tree and the mapping list.  It is never held
+ * while the library touches application memory, so a SIGBUS handler running
+ * on a thread that faulted can always take it (the faulting thread cannot
+ * hold it).  Lock order: registry lock, then one file lock.
+ */
+#ifndef VRANGE_FILE_STATE_H
+#define VRANGE_FILE_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "env.h"
+#include "range_tree.h"
+
+struct stat;
+struct vrange_region;
+
+/* One mapping of a file by this library in this process. */
+struct vmap {
+	struct vmap *next;
+	char *base;          /* mapping of file offset 0 */
+	size_t size;         /* bytes mapped */
+	bool sigbus;         /* purged pages must raise SIGBUS here */
+	struct vrange_region *region;
+};
+
+struct vfile {
+	struct vfile *next;       /* registry list, under the registry lock */
+	dev_t dev;
+	ino_t ino;
+	int fd;                   /* our own O_RDWR descriptor, for punching */
+	unsigned int refs;        /* regions + file layer; registry lock */
+	bool fd_layer;            /* the file layer holds a reference */
+	pthread_mutex_t lock;
+	struct rt_tree tree;      /* guarded by lock */
+	void *arena;              /* process-local arena of the tree */
+	size_t arena_bytes;
+	struct vmap *maps;        /* guarded by lock */
+};
+
+/*
+ * Find or create the vfile of the file behind fd (which the caller has
+ * checked is a shared-memory file, st from fstat).  Takes a reference.
+ * 0 or -errno (-EBADF when fd cannot be reopened for writing).
+ */
+int vfile_get(int fd, const struct stat *st, struct vfile **out) VR_HIDDEN;
+
+/* Find an existing vfile without creating one; takes a reference. NULL if none. */
+struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
+
+/* Drop a reference; the last one frees the vfile. */
+void vfile_put(struct vfile *f) VR_HIDDEN;
+
+/* Take f->lock (0) or report a lock that cannot be had (-EIO). */
+int vfile_lock(struct vfile *f) VR_HIDDEN;
+void vfile_unlock(struct vfile *f) VR_HIDDEN;
+
+/* Marking, in pages.  Lock held by the functions themselves. */
+int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
+			int32_t prio) VR_HIDDEN;
+/* VRANGE_INTACT / VRANGE_PURGED / -errno.  Async-signal-safe. */
+int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end) VR_HIDDEN;
+/* 1 if any page of [start, end) is volatile (purged or not), 0, -errno. */
+int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end) VR_HIDDEN;
+/* Forget every range (file layer's forget). */
+int vfile_clear_all(struct vfile *f) VR_HIDDEN;
+
+/* Add/remove a mapping of f (regions). */
+void vfile_add_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
+void vfile_del_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
+
+/*
+ * Purging.  vfile_peek_oldest reports f's first range in purge order (1),
+ * or 0 when f has nothing volatile left.  vfile_purge_oldest discards up to
+ * max_pages of that range (bounded by the chunk size, so marking is never
+ * blocked for long), adding the bytes freed (st_blocks) to *freed and the
+ * pages discarded to *pages.  Returns 1 if it discarded something, 0 if
+ * nothing volatile is left, -errno.
+ */
+int vfile_peek_oldest(struct vfile *f, struct rt_range *out) VR_HIDDEN;
+int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
+		       uint64_t *pages) VR_HIDDEN;
+
+/* The file whose oldest volatile range comes first in the global purge
+ * order, with a reference taken; NULL when nothing is volatile anywhere. */
+struct vfile *vfile_pick_oldest(void) VR_HIDDEN;
+
+/*
+ * The file layer: find or create the vfile of fd and make sure the file
+ * layer holds its own reference; the caller gets one more, to put when done.
+ */
+int vfile_attach_fd_layer(int fd, const struct stat *st, struct vfile **out) VR_HIDDEN;
+/* vrange_fd_forget: clear the file's ranges, drop the layer's reference. */
+int vfile_forget(dev_t dev, ino_t ino) VR_HIDDEN;
+
+/* Totals for stats: files with file-layer state, pages volatile/purged. */
+void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
+		  uint64_t *resident_bytes) VR_HIDDEN;
+
+/* Largest number of pages one purge step discards while holding the lock. */
+#define VFILE_CHUNK_BYTES (2u << 20)
+
+#endif

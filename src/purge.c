@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * purge.c - the purge engine: pick the globally oldest volatile range
+ * (lowest priority, then least recently marked) across every file, discard
+ * one bounded chunk of it, repeat.  Chunks keep each hold of a file's lock
+ * short, so marking never waits long behind a big purge.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "file_state.h"
+#include "purge.h"
+#include "region.h"
+#include "vrange.h"
+
+/* One purger at a time keeps the global order and the counters exact. */
+static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
+
+uint64_t purge_run(uint64_t bytes)
+{
+	uint64_t freed = 0, pages = 0;
+
+	if (bytes == 0)
+		return 0;
+	vr_init_basic();
+	pthread_mutex_lock(&purge_lock);
+	while (freed < bytes) {
+		uint64_t want = (bytes - freed + vr_page_size - 1) >> vr_page_shift;
+		struct vfile *f = vfile_pick_oldest();
+		int r;
+
+		if (!f)
+			break;
+		r = vfile_purge_oldest(f, want ? want : 1, &freed, &pages);
+		vfile_put(f);
+		if (r < 0)
+			break;
+	}
+	atomic_fetch_add(&n_purges, 1);
+	atomic_fetch_add(&n_purged_total, freed);
+	pthread_mutex_unlock(&purge_lock);
+	return freed;
+}
+
+ssize_t vrange_purge(size_t bytes)
+{
+	uint64_t freed = purge_run(bytes);
+
+	return freed > SSIZE_MAX ? SSIZE_MAX : (ssize_t)freed;
+}
+
+ssize_t vrange_region_purge(vrange_region *r)
+{
+	uint64_t freed = 0, pages = 0;
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	pthread_mutex_lock(&purge_lock);
+	do
+		rc = vfile_purge_oldest(r->file, UINT64_MAX, &freed, &pages);
+	while (rc > 0);
+	atomic_fetch_add(&n_purges, 1);
+	atomic_fetch_add(&n_purged_total, freed);
+	pthread_mutex_unlock(&purge_lock);
+	if (rc < 0)
+		return rc;
+	return freed > SSIZE_MAX ? SSIZE_MAX : (ssize_t)freed;
+}
+
+void purge_note_pressure_event(void)
+{
+	atomic_fetch_add(&n_events, 1);
+}
+
+void purge_note_refill(uint64_t pages)
+{
+	atomic_fetch_add(&n_refills, pages);
+}
+
+void purge_get_counters(struct purge_counters *out)
+{
+	out->purges = atomic_load(&n_purges);
+	out->purged_total = atomic_load(&n_purged_total);
+	out->pressure_events = atomic_load(&n_events);
+	out->refills = atomic_load(&n_refills);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* purge.h - the purge engine: global order across files, and its counters. */
+#ifndef VRANGE_PURGE_H
+#define VRANGE_PURGE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "env.h"
+
+/*
+ * Discard volatile pages in global purge order (priority, then age) until
+ * at least bytes are freed or nothing volatile is left.  Returns the bytes
+ * freed (allocated blocks given back).  The engine behind vrange_purge().
+ */
+uint64_t purge_run(uint64_t bytes) VR_HIDDEN;
+
+void purge_note_pressure_event(void) VR_HIDDEN;
+void purge_note_refill(uint64_t pages) VR_HIDDEN;
+
+struct purge_counters {
+	uint64_t purges, purged_total, pressure_events, refills;
+};
+void purge_get_counters(struct purge_counters *out) VR_HIDDEN;
+
+#endif

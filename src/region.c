@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * region.c - regions: memfds the library creates or adopts and maps, the
+ * address table behind vrange(), and marking by region offset.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "region.h"
+#include "shmem.h"
+#include "uffd_purge.h"
+
+/* memfd names: the kernel takes 249 bytes after its "memfd:" prefix. */
+#define MEMFD_NAME_MAX 249
+
+/*
+ * Regions sorted by base address, for vrange()'s lookup in O(log n).  A
+ * read-write lock: lookups (also from a SIGBUS handler) only read.
+ */
+static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct vrange_region **table;
+static size_t table_len, table_cap;
+static _Atomic uint64_t live_regions;
+
+int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
+		  uint64_t *start, uint64_t *end)
+{
+	uint64_t mask = vr_page_size - 1, last;
+
+	if (off > UINT64_MAX - len || off + len > size)
+		return -EINVAL;
+	last = off + len;
+	if (inward) {
+		*start = (off + mask) >> vr_page_shift;
+		*end = last >> vr_page_shift;
+		if (*end < *start)
+			*end = *start;
+	} else {
+		*start = off >> vr_page_shift;
+		*end = (last >> vr_page_shift) + ((last & mask) != 0);
+	}
+	return 0;
+}
+
+/* Index of the first region whose base is above addr. */
+static size_t table_upper(const void *addr)
+{
+	size_t lo = 0, hi = table_len;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if ((const char *)table[mid]->map.base <= (const char *)addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int table_insert(struct vrange_region *r)
+{
+	size_t i;
+	int ret = 0;
+
+	pthread_rwlock_wrlock(&table_lock);
+	if (table_len == table_cap) {
+		size_t cap = table_cap ? table_cap * 2 : 16;
+		void *p = realloc(table, cap * sizeof(*table));
+
+		if (!p) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		table = p;
+		table_cap = cap;
+	}
+	i = table_upper(r->map.base);
+	memmove(&table[i + 1], &table[i], (table_len - i) * sizeof(*table));
+	table[i] = r;
+	table_len++;
+	atomic_fetch_add(&live_regions, 1);
+out:
+	pthread_rwlock_unlock(&table_lock);
+	return ret;
+}
+
+static void table_remove(struct vrange_region *r)
+{
+	pthread_rwlock_wrlock(&table_lock);
+	for (size_t i = 0; i < table_len; i++) {
+		if (table[i] == r) {
+			memmove(&table[i], &table[i + 1],
+				(table_len - i - 1) * sizeof(*table));
+			table_len--;
+			atomic_fetch_sub(&live_regions, 1);
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&table_lock);
+}
+
+struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
+{
+	struct vrange_region *r = NULL;
+	size_t i;
+
+	*partly = false;
+	pthread_rwlock_rdlock(&table_lock);
+	i = table_upper(addr);
+	if (i > 0) {
+		struct vrange_region *c = table[i - 1];
+		size_t off = (size_t)((const char *)addr - c->map.base);
+
+		if (off < c->map.size) {
+			if (len <= c->map.size - off)
+				r = c;
+			else
+				*partly = true;
+		}
+	}
+	/* A range that starts before a region and runs into it. */
+	if (!r && !*partly && i < table_len &&
+	    (size_t)(table[i]->map.base - (const char *)addr) < len)
+		*partly = true;
+	pthread_rwlock_unlock(&table_lock);
+	return r;
+}
+
+uint64_t region_count(void)
+{
+	return atomic_load(&live_regions);
+}
+
+static int choose_access(unsigned int flags, unsigned int *access)
+{
+	const unsigned int both = VRANGE_ACCESS_ZERO | VRANGE_ACCESS_SIGBUS;
+
+	if ((flags & ~both) || (flags & both) == both)
+		return -EINVAL;
+	if (flags & VRANGE_ACCESS_ZERO) {
+		*access = VRANGE_ACCESS_ZERO;
+		return 0;
+	}
+	if (!uffd_available()) {
+		if (flags & VRANGE_ACCESS_SIGBUS)
+			return -EOPNOTSUPP;
+		*access = VRANGE_ACCESS_ZERO;
+		return 0;
+	}
+	*access = VRANGE_ACCESS_SIGBUS;
+	return 0;
+}
+
+/* Map fd (size bytes) and wire the region up; consumes fd on success. */
+static int region_open(int fd, size_t size, unsigned int access,
+		       vrange_region **out)
+{
+	struct vrange_region *r = calloc(1, sizeof(*r));
+	struct stat st;
+	void *base;
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto fail_free;
+	}
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		ret = -errno;
+		goto fail_free;
+	}
+	ret = vfile_get(fd, &st, &r->file);
+	if (ret < 0)
+		goto fail_unmap;
+	r->fd = fd;
+	r->access = access;
+	r->map.base = base;
+	r->map.size = size;
+	r->map.sigbus = access == VRANGE_ACCESS_SIGBUS;
+	r->map.region = r;
+	vfile_add_map(r->file, &r->map);
+	ret = table_insert(r);
+	if (ret < 0)
+		goto fail_file;
+	*out = r;
+	return 0;
+fail_file:
+	vfile_del_map(r->file, &r->map);
+	vfile_put(r->file);
+fail_unmap:
+	munmap(base, size);
+fail_free:
+	free(r);
+	return ret;
+}
+
+static int round_size(size_t size, size_t *out)
+{
+	if (size == 0 || size > SIZE_MAX - (vr_page_size - 1))
+		return -EINVAL;
+	*out = (size + vr_page_size - 1) & ~(vr_page_size - 1);
+	return 0;
+}
+
+int vrange_region_create(const char *name, size_t size, unsigned int flags,
+			 vrange_region **out)
+{
+	char nbuf[MEMFD_NAME_MAX + 1];
+	unsigned int access;
+	size_t rsize;
+	int fd, ret;
+
+	vr_init();
+	if (!out)
+		return -EINVAL;
+	ret = round_size(size, &rsize);
+	if (ret == 0)
+		ret = choose_access(flags, &access);
+	if (ret < 0)
+		return ret;
+	snprintf(nbuf, sizeof(nbuf), "%s", name ? name : "vrange");
+	fd = memfd_create(nbuf, MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)rsize) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = region_open(fd, rsize, access, out);
+	if (ret == 0)
+		return 0;
+fail:
+	close(fd);
+	return ret;
+}
+
+int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
+{
+	unsigned int access;
+	struct stat st;
+	size_t rsize;
+	int ret, nfd;
+
+	vr_init();
+	if (!out)
+		return -EINVAL;
+	ret = shmem_check_fd(fd, &st);
+	if (ret < 0)
+		return ret;
+	ret = choose_access(flags, &access);
+	if (ret < 0)
+		return ret;
+	if (st.st_size <= 0 || round_size((size_t)st.st_size, &rsize) < 0)
+		return -EINVAL;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (nfd < 0)
+		return -errno;
+	ret = region_open(nfd, rsize, access, out);
+	if (ret < 0)
+		close(nfd);
+	return ret;
+}
+
+int vrange_region_destroy(vrange_region *r)
+{
+	if (!r)
+		return 0;
+	table_remove(r);
+	if (r->refill)
+		uffd_region_gone(r);
+	vfile_del_map(r->file, &r->map);
+	munmap(r->map.base, r->map.size);
+	vfile_put(r->file);
+	close(r->fd);
+	free(r);
+	return 0;
+}
+
+void *vrange_region_base(const vrange_region *r)
+{
+	return r ? r->map.base : NULL;
+}
+
+size_t vrange_region_size(const vrange_region *r)
+{
+	return r ? r->map.size : 0;
+}
+
+int vrange_region_fd(const vrange_region *r)
+{
+	return r ? r->fd : -EINVAL;
+}
+
+unsigned int vrange_region_access(const vrange_region *r)
+{
+	return r ? r->access : 0;
+}
+
+int vrange_region_set_priority(vrange_region *r, int priority)
+{
+	if (!r)
+		return -EINVAL;
+	atomic_store(&r->prio, priority);
+	return 0;
+}
+
+int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	uint64_t start, end;
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	ret = vr_page_range(off, len, r->map.size, true, &start, &end);
+	if (ret < 0 || start == end)
+		return ret;
+	return vfile_mark_volatile(r->file, start, end, atomic_load(&r->prio));
+}
+
+int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
+{
+	uint64_t start, end;
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	ret = vr_page_range(off, len, r->map.size, false, &start, &end);
+	if (ret < 0 || start == end)
+		return ret;
+	return vfile_mark_nonvolatile(r->file, start, end);
+}
+
+int vrange_is_volatile(vrange_region *r, size_t off, size_t len)
+{
+	uint64_t start, end;
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	ret = vr_page_range(off, len, r->map.size, false, &start, &end);
+	if (ret < 0 || start == end)
+		return ret;
+	return vfile_is_volatile(r->file, start, end);
+}
+
+int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg)
+{
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	if (!uffd_available())
+		return -EOPNOTSUPP;
+	ret = vfile_lock(r->file);
+	if (ret < 0)
+		return ret;
+	r->refill = fn;
+	r->refill_arg = arg;
+	vfile_unlock(r->file);
+	return uffd_region_refill(r);
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* region.h - the library's mappings of memfds (internal view of a region). */
+#ifndef VRANGE_REGION_H
+#define VRANGE_REGION_H
+
+#include <stdatomic.h>
+
+#include "file_state.h"
+#include "vrange.h"
+
+struct vrange_region {
+	struct vfile *file;
+	struct vmap map;            /* base, size, SIGBUS flag; on file->maps */
+	int fd;                     /* the region's own descriptor */
+	unsigned int access;        /* VRANGE_ACCESS_ZERO or _SIGBUS */
+	_Atomic int prio;
+	vrange_refill_fn refill;    /* guarded by file->lock */
+	void *refill_arg;
+	struct uffd_region *uffd;   /* owned by uffd_purge.c */
+};
+
+/*
+ * The region holding [addr, addr + len), or NULL.  *partly is set when addr
+ * is inside a region but the range runs out of it.  Async-signal-safe with
+ * respect to the calling thread (the table lock is never held while the
+ * library touches application memory).
+ */
+struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly) VR_HIDDEN;
+
+/* Live regions, for stats. */
+uint64_t region_count(void) VR_HIDDEN;
+
+/* Check the byte range [off, off+len) against size; round to pages.
+ * inward: whole pages only (marking volatile); else outward.  0 / -EINVAL. */
+int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
+		  uint64_t *start, uint64_t *end) VR_HIDDEN;
+
+#endif

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uffd_purge.h - what touching a purged page does (internal).
+ *
+ * SIGBUS mode rests on userfaultfd.  The purge path calls
+ * uffd_before_discard() for every SIGBUS mapping of a file before it punches
+ * [off, off + len), and uffd_after_discard() after it; from the first call
+ * on, a touch of those pages raises SIGBUS (or, in a region with a refill
+ * callback, is resolved by the fault thread), never reads zeros.
+ * mark_nonvolatile calls uffd_after_nonvolatile() on purged pages so they
+ * fault in as fresh zero pages again.  All three run with the file's lock
+ * held; uffd_after_nonvolatile() must be async-signal-safe.
+ */
+#ifndef VRANGE_UFFD_PURGE_H
+#define VRANGE_UFFD_PURGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "env.h"
+
+struct vmap;
+struct vrange_region;
+
+/* Probe userfaultfd once (VRANGE_NO_UFFD=1 forces it unusable). */
+bool uffd_available(void) VR_HIDDEN;
+/* "" when available, else why not (fits vrange_stats.access_fallback). */
+const char *uffd_fallback_reason(void) VR_HIDDEN;
+
+int uffd_before_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+void uffd_after_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+void uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+
+/* A region gets (fn != NULL) or loses a refill callback. 0 or -errno. */
+int uffd_region_refill(struct vrange_region *r) VR_HIDDEN;
+/* A region with refill goes away: stop serving its faults. */
+void uffd_region_gone(struct vrange_region *r) VR_HIDDEN;
+
+#endif

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vrange.c - the public entry points that are not about one region: the
+ * file layer, the vrange() address form, version and statistics.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "file_state.h"
+#include "pressure.h"
+#include "purge.h"
+#include "region.h"
+#include "shmem.h"
+#include "uffd_purge.h"
+#include "vrange.h"
+
+const char *vrange_version(void)
+{
+	return VRANGE_VERSION;
+}
+
+/* Validate a file-layer call and find the file's state (a reference). */
+static int fd_layer_begin(int fd, off_t off, off_t len, bool inward,
+			  struct vfile **f, uint64_t *start, uint64_t *end)
+{
+	struct stat st;
+	int r;
+
+	vr_init();
+	r = shmem_check_fd(fd, &st);
+	if (r < 0)
+		return r;
+	if (off < 0 || len < 0)
+		return -EINVAL;
+	r = vr_page_range((uint64_t)off, (uint64_t)len, (uint64_t)st.st_size,
+			  inward, start, end);
+	if (r < 0 || *start == *end)
+		return r < 0 ? r : 0;
+	r = vfile_attach_fd_layer(fd, &st, f);
+	return r < 0 ? r : 1;
+}
+
+int vrange_fd_mark_volatile(int fd, off_t off, off_t len)
+{
+	struct vfile *f;
+	uint64_t start, end;
+	int r = fd_layer_begin(fd, off, len, true, &f, &start, &end);
+
+	if (r <= 0)
+		return r;
+	r = vfile_mark_volatile(f, start, end, 0);
+	vfile_put(f);
+	return r;
+}
+
+int vrange_fd_mark_nonvolatile(int fd, off_t off, off_t len)
+{
+	struct vfile *f;
+	uint64_t start, end;
+	int r = fd_layer_begin(fd, off, len, false, &f, &start, &end);
+
+	if (r <= 0)
+		return r;
+	r = vfile_mark_nonvolatile(f, start, end);
+	vfile_put(f);
+	return r;
+}
+
+int vrange_fd_is_volatile(int fd, off_t off, off_t len)
+{
+	struct vfile *f;
+	uint64_t start, end;
+	int r = fd_layer_begin(fd, off, len, false, &f, &start, &end);
+
+	if (r <= 0)
+		return r;
+	r = vfile_is_volatile(f, start, end);
+	vfile_put(f);
+	return r;
+}
+
+int vrange_fd_forget(int fd)
+{
+	struct stat st;
+
+	vr_init_basic();
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -EBADF;
+	return vfile_forget(st.st_dev, st.st_ino);
+}
+
+int vrange(void *addr, size_t len, int mode, int *purged)
+{
+	struct vrange_region *r;
+	bool partly;
+	size_t off;
+	int ret;
+
+	if (mode != VRANGE_VOLATILE && mode != VRANGE_NONVOLATILE)
+		return -EINVAL;
+	vr_init_basic();
+	if (len == 0) {
+		if (mode == VRANGE_NONVOLATILE && purged)
+			*purged = 0;
+		return 0;
+	}
+	if (!addr || (uintptr_t)addr > UINTPTR_MAX - len)
+		return -ENOENT;
+	r = region_lookup(addr, len, &partly);
+	if (!r)
+		return -ENOENT;
+	off = (size_t)((char *)addr - r->map.base);
+	if (mode == VRANGE_VOLATILE)
+		return vrange_mark_volatile(r, off, len);
+	ret = vrange_mark_nonvolatile(r, off, len);
+	if (ret < 0)
+		return ret;
+	if (purged)
+		*purged = ret == VRANGE_PURGED;
+	return 0;
+}
+
+int vrange_get_stats(struct vrange_stats *out)
+{
+	struct purge_counters pc;
+	uint64_t vol, purged, resident;
+
+	if (!out)
+		return -EINVAL;
+	vr_init_basic();
+	memset(out, 0, sizeof(*out));
+	out->regions = region_count();
+	vfile_totals(&out->files, &vol, &purged, &resident);
+	out->volatile_bytes = (vol + purged) << vr_page_shift;
+	out->purged_bytes = purged << vr_page_shift;
+	purge_get_counters(&pc);
+	out->purges = pc.purges;
+	out->purged_total = pc.purged_total;
+	out->pressure_events = pc.pressure_events;
+	out->refills = pc.refills;
+	pressure_fill_stats(out);
+	strncpy(out->access_fallback, uffd_fallback_reason(),
+		sizeof(out->access_fallback) - 1);
+	return 0;
+}
