@@ -38,7 +38,8 @@ static int arena_grow(struct vfile *f)
 	size_t bytes;
 	void *p;
 
-	if (want > UINT32_MAX - 1)
+	/* A shared arena is sized for one range per page: it never fills. */
+	if (f->shared || want > UINT32_MAX - 1)
 		return -ENOMEM;
 	bytes = rt_arena_bytes((uint32_t)want);
 	/* mremap is a plain system call: safe in a signal handler too. */
@@ -99,6 +100,7 @@ static void vfile_free(struct vfile *f)
 		close(f->fd);
 	if (f->arena)
 		munmap(f->arena, f->arena_bytes);
+	vshared_close(&f->sh);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
@@ -119,7 +121,11 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	if (r < 0)
 		goto fail;
 	f->fd = r;
-	r = arena_create(f);
+	r = vshared_open(f->fd, st, &f->sh, &f->tree);
+	if (r == 0)
+		r = arena_create(f);
+	else if (r == 1)
+		f->shared = true;
 	if (r < 0)
 		goto fail;
 	*out = f;
@@ -194,11 +200,20 @@ void vfile_put(struct vfile *f)
 
 int vfile_lock(struct vfile *f)
 {
-	return -pthread_mutex_lock(&f->lock);
+	int r = -pthread_mutex_lock(&f->lock);
+
+	if (r == 0 && f->shared) {
+		r = vshared_lock(&f->sh, &f->tree);
+		if (r < 0)
+			pthread_mutex_unlock(&f->lock);
+	}
+	return r;
 }
 
 void vfile_unlock(struct vfile *f)
 {
+	if (f->shared)
+		vshared_unlock(&f->sh);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -449,19 +464,16 @@ int vfile_forget(dev_t dev, ino_t ino)
 	}
 	pthread_mutex_unlock(&registry_lock);
 	if (r == 0) {
-		vfile_clear_all(f);
+		/* A library file's state is every process's: leave it be. */
+		if (!f->shared)
+			vfile_clear_all(f);
 		vfile_put(f);
 	}
 	return r;
 }
 
-int vfile_attach_fd_layer(int fd, const struct stat *st, struct vfile **out)
+int vfile_attach_fd_layer(struct vfile *f)
 {
-	struct vfile *f;
-	int r = vfile_get(fd, st, &f);
-
-	if (r < 0)
-		return r;
 	pthread_mutex_lock(&registry_lock);
 	if (!f->fd_layer) {
 		/* The file layer's own reference, dropped by vfile_forget(). */
@@ -469,6 +481,5 @@ int vfile_attach_fd_layer(int fd, const struct stat *st, struct vfile **out)
 		f->refs++;
 	}
 	pthread_mutex_unlock(&registry_lock);
-	*out = f;
 	return 0;
 }

@@ -8,7 +8,10 @@
  * file (so a purge can make them raise SIGBUS).  Regions and the file layer
  * hold references to it.
  *
- * Locking: f->lock guards the tree and the mapping list.  It is never held
+ * Locking: f->lock serialises this process's threads and guards the mapping
+ * list; for a library file (state inside the file, shared_file.h) the tree
+ * is further guarded by the process-shared lock in the file, taken after
+ * f->lock.  vfile_lock() takes both.  Neither is ever held
  * while the library touches application memory, so a SIGBUS handler running
  * on a thread that faulted can always take it (the faulting thread cannot
  * hold it).  Lock order: registry lock, then one file lock.
@@ -23,6 +26,7 @@
 
 #include "env.h"
 #include "range_tree.h"
+#include "shared_file.h"
 
 struct stat;
 struct vrange_region;
@@ -43,12 +47,21 @@ struct vfile {
 	int fd;                   /* our own O_RDWR descriptor, for punching */
 	unsigned int refs;        /* regions + file layer; registry lock */
 	bool fd_layer;            /* the file layer holds a reference */
-	pthread_mutex_t lock;
-	struct rt_tree tree;      /* guarded by lock */
+	pthread_mutex_t lock;     /* this process's threads */
+	struct rt_tree tree;      /* guarded by vfile_lock() */
 	void *arena;              /* process-local arena of the tree */
 	size_t arena_bytes;
+	bool shared;              /* a library file: state inside it */
+	struct vshared sh;        /* its metadata, when shared */
 	struct vmap *maps;        /* guarded by lock */
 };
+
+/* Bytes of the file the user sees: the user area of a library file, else
+ * st_size (foreign files may grow, so the caller's fresh fstat counts). */
+static inline uint64_t vfile_user_size(const struct vfile *f, const struct stat *st)
+{
+	return f->shared ? f->sh.user_size : (uint64_t)st->st_size;
+}
 
 /*
  * Find or create the vfile of the file behind fd (which the caller has
@@ -63,7 +76,8 @@ struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
 /* Drop a reference; the last one frees the vfile. */
 void vfile_put(struct vfile *f) VR_HIDDEN;
 
-/* Take f->lock (0) or report a lock that cannot be had (-EIO). */
+/* Take f->lock and, for a library file, its shared lock (0), or report a
+ * lock that cannot be had (-EIO). */
 int vfile_lock(struct vfile *f) VR_HIDDEN;
 void vfile_unlock(struct vfile *f) VR_HIDDEN;
 
@@ -97,11 +111,8 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
  * order, with a reference taken; NULL when nothing is volatile anywhere. */
 struct vfile *vfile_pick_oldest(void) VR_HIDDEN;
 
-/*
- * The file layer: find or create the vfile of fd and make sure the file
- * layer holds its own reference; the caller gets one more, to put when done.
- */
-int vfile_attach_fd_layer(int fd, const struct stat *st, struct vfile **out) VR_HIDDEN;
+/* The file layer starts keeping state for f: it takes its own reference. */
+int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;
 /* vrange_fd_forget: clear the file's ranges, drop the layer's reference. */
 int vfile_forget(dev_t dev, ino_t ino) VR_HIDDEN;
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "region.h"
+#include "shared_file.h"
 #include "shmem.h"
 #include "uffd_purge.h"
 
@@ -233,10 +234,10 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	fd = memfd_create(nbuf, MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)rsize) < 0) {
-		ret = -errno;
+	/* State inside the file: every process that maps it shares it. */
+	ret = vshared_format(fd, rsize);
+	if (ret < 0)
 		goto fail;
-	}
 	ret = region_open(fd, rsize, access, out);
 	if (ret == 0)
 		return 0;
@@ -249,6 +250,7 @@ int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
 {
 	unsigned int access;
 	struct stat st;
+	uint64_t user_size;
 	size_t rsize;
 	int ret, nfd;
 
@@ -261,7 +263,13 @@ int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
 	ret = choose_access(flags, &access);
 	if (ret < 0)
 		return ret;
-	if (st.st_size <= 0 || round_size((size_t)st.st_size, &rsize) < 0)
+	/* A library file maps its user area only; a foreign one, all of it. */
+	ret = vshared_probe(fd, &user_size);
+	if (ret < 0)
+		return ret;
+	if (ret == 0)
+		user_size = (uint64_t)st.st_size;
+	if (user_size == 0 || round_size((size_t)user_size, &rsize) < 0)
 		return -EINVAL;
 	nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	if (nfd < 0)

@@ -21,10 +21,17 @@ const char *vrange_version(void)
 	return VRANGE_VERSION;
 }
 
-/* Validate a file-layer call and find the file's state (a reference). */
+/*
+ * Validate a file-layer call and find the file's state (a reference the
+ * caller puts).  The range is checked against the user area the file shows
+ * (a library file's metadata is not part of it) before the file layer takes
+ * its own reference, so a refused call leaves no state behind.
+ * 1: go on; 0: nothing to do (len 0); -errno.
+ */
 static int fd_layer_begin(int fd, off_t off, off_t len, bool inward,
-			  struct vfile **f, uint64_t *start, uint64_t *end)
+			  struct vfile **out, uint64_t *start, uint64_t *end)
 {
+	struct vfile *f;
 	struct stat st;
 	int r;
 
@@ -34,12 +41,19 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool inward,
 		return r;
 	if (off < 0 || len < 0)
 		return -EINVAL;
-	r = vr_page_range((uint64_t)off, (uint64_t)len, (uint64_t)st.st_size,
+	r = vfile_get(fd, &st, &f);
+	if (r < 0)
+		return r;
+	r = vr_page_range((uint64_t)off, (uint64_t)len, vfile_user_size(f, &st),
 			  inward, start, end);
-	if (r < 0 || *start == *end)
-		return r < 0 ? r : 0;
-	r = vfile_attach_fd_layer(fd, &st, f);
-	return r < 0 ? r : 1;
+	if (r == 0 && *start < *end)
+		r = vfile_attach_fd_layer(f);
+	if (r < 0 || *start == *end) {
+		vfile_put(f);
+		return r;
+	}
+	*out = f;
+	return 1;
 }
 
 int vrange_fd_mark_volatile(int fd, off_t off, off_t len)
