@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include "env.h"
+#include "file_state.h"
 #include "pressure.h"
+#include "purge.h"
+#include "region.h"
 
 struct vr_env vr_env = { .monitor = true };
 size_t vr_page_size = 4096;
@@ -105,6 +108,21 @@ static void read_env(void)
 	}
 }
 
+/* Lock order: purge engine, file registry and files, region table. */
+static void fork_prepare(void)
+{
+	purge_fork_prepare();
+	vfile_fork_prepare();
+	region_fork_prepare();
+}
+
+static void fork_done(void)
+{
+	region_fork_done();
+	vfile_fork_done();
+	purge_fork_done();
+}
+
 static void init_basic_once(void)
 {
 	long ps = sysconf(_SC_PAGESIZE);
@@ -113,6 +131,7 @@ static void init_basic_once(void)
 		vr_page_size = (size_t)ps;
 	vr_page_shift = (unsigned int)__builtin_ctzl(vr_page_size);
 	read_env();
+	pthread_atfork(fork_prepare, fork_done, fork_done);
 }
 
 static void init_full_once(void)

@@ -483,3 +483,22 @@ int vfile_attach_fd_layer(struct vfile *f)
 	pthread_mutex_unlock(&registry_lock);
 	return 0;
 }
+
+/*
+ * fork() copies locks as they are: a lock another thread held at that moment
+ * would stay held forever in the child.  So fork waits (briefly: holders
+ * never block inside) until it can hold the registry and every file lock.
+ */
+void vfile_fork_prepare(void)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next)
+		pthread_mutex_lock(&f->lock);
+}
+
+void vfile_fork_done(void)
+{
+	for (struct vfile *f = registry; f; f = f->next)
+		pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&registry_lock);
+}

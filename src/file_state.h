@@ -120,6 +120,10 @@ int vfile_forget(dev_t dev, ino_t ino) VR_HIDDEN;
 void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 		  uint64_t *resident_bytes) VR_HIDDEN;
 
+/* pthread_atfork handlers: hold every lock of this module across fork. */
+void vfile_fork_prepare(void) VR_HIDDEN;
+void vfile_fork_done(void) VR_HIDDEN;
+
 /* Largest number of pages one purge step discards while holding the lock. */
 #define VFILE_CHUNK_BYTES (2u << 20)
 

@@ -89,3 +89,13 @@ void purge_get_counters(struct purge_counters *out)
 	out->pressure_events = atomic_load(&n_events);
 	out->refills = atomic_load(&n_refills);
 }
+
+void purge_fork_prepare(void)
+{
+	pthread_mutex_lock(&purge_lock);
+}
+
+void purge_fork_done(void)
+{
+	pthread_mutex_unlock(&purge_lock);
+}

@@ -23,4 +23,8 @@ struct purge_counters {
 };
 void purge_get_counters(struct purge_counters *out) VR_HIDDEN;
 
+/* pthread_atfork handlers (see env.c). */
+void purge_fork_prepare(void) VR_HIDDEN;
+void purge_fork_done(void) VR_HIDDEN;
+
 #endif

@@ -378,3 +378,13 @@ int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg)
 	vfile_unlock(r->file);
 	return uffd_region_refill(r);
 }
+
+void region_fork_prepare(void)
+{
+	pthread_rwlock_wrlock(&table_lock);
+}
+
+void region_fork_done(void)
+{
+	pthread_rwlock_unlock(&table_lock);
+}

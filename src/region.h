@@ -35,4 +35,8 @@ uint64_t region_count(void) VR_HIDDEN;
 int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 		  uint64_t *start, uint64_t *end) VR_HIDDEN;
 
+/* pthread_atfork handlers (see env.c). */
+void region_fork_prepare(void) VR_HIDDEN;
+void region_fork_done(void) VR_HIDDEN;
+
 #endif
