@@ -1,0 +1,1252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * range_tree.c - the interval tree behind all marking (see range_tree.h).
+ *
+ * Layout: the arena is an array of 56-byte slots.  Slot 0 holds the header;
+ * slots 1..cap hold nodes, addressed by uint32 index, 0 meaning nil.  Each
+ * node sits in two red-black trees at once through two link sets: the
+ * address tree (every range, keyed by start) and the purge-order tree
+ * (RT_VOLATILE ranges only, keyed by (prio, seq, start)).  One index-based
+ * red-black implementation serves both, parameterised by the link set.
+ *
+ * Untrusted arena: every index read from the arena goes through node_at(),
+ * which rejects 0, anything beyond the locally trusted t->cap and slots that
+ * are not live ranges; every loop is bounded by RT_MAX_DEPTH (tree walks) or
+ * t->cap (list and in-order walks).  So hostile content yields -EIO, never an
+ * access outside the arena or a hang.
+ *
+ * Every change goes through one engine, apply(): it streams over the ranges
+ * touching [start, end), turns them into the pieces the operation leaves
+ * there, merges equal neighbours and writes the result back, reusing the old
+ * nodes in address order.  It runs three times: a read-only pass that checks
+ * the ranges and counts the fresh nodes needed (so -ENOMEM happens before
+ * anything is written), a pass that unlinks from the order tree the nodes
+ * whose order key changes, and the pass that writes.
+ */
+#include "range_tree.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define RT_MAGIC 0x3165657274727672ull /* "rvrtree1" */
+#define RT_VERSION 1u
+/* Slack rt_arena_bytes() adds so that a full tree can still split twice. */
+#define RT_SPARE 2u
+/* No red-black tree of fewer than 2^32 nodes is deeper than 64. */
+#define RT_MAX_DEPTH 128
+
+enum { ADDR = 0, ORD = 1 };   /* which link set */
+enum { LEFT = 0, RIGHT = 1 }; /* child direction */
+enum { BLACK = 0, RED = 1 };  /* zero-filled means black, like nil */
+enum { ST_NONE = 0 };         /* free slot / page in no range */
+
+struct rt_link {
+	uint32_t child[2];
+	uint32_t parent;
+};
+
+struct rt_node {
+	uint64_t start, end;
+	uint64_t seq;
+	int32_t prio;
+	uint8_t state; /* ST_NONE when free */
+	uint8_t color[2];
+	uint8_t pad;
+	struct rt_link link[2]; /* free list: link[ADDR].child[LEFT] */
+};
+
+struct rt_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t cap;
+	uint32_t root[2];
+	uint32_t free_head;
+	uint32_t bump; /* first slot never handed out */
+	uint32_t nfree;
+	uint32_t nranges;
+	uint64_t vol_pages;
+	uint64_t purged_pages;
+};
+
+_Static_assert(sizeof(struct rt_node) <= 64, "a range must cost <= 64 bytes");
+_Static_assert(sizeof(struct rt_hdr) <= sizeof(struct rt_node),
+	       "the header lives in slot 0");
+
+/* ------------------------------------------------------------------------ */
+/* Arena access                                                              */
+
+/* The live node at index i, or NULL if i cannot be one (nil, out of range,
+ * free slot, garbage state). */
+static struct rt_node *node_at(const struct rt_tree *t, uint32_t i)
+{
+	struct rt_node *n;
+
+	if (i == 0 || i > t->cap)
+		return NULL;
+	n = &t->nodes[i];
+	if (n->state != RT_VOLATILE && n->state != RT_PURGED)
+		return NULL;
+	return n;
+}
+
+/* Header fields that operations rely on, checked against the trusted cap. */
+static bool hdr_ok(const struct rt_tree *t)
+{
+	const struct rt_hdr *h = t->hdr;
+
+	if (!h || h->magic != RT_MAGIC || h->version != RT_VERSION)
+		return false;
+	if (h->bump == 0 || h->bump > t->cap + 1ull)
+		return false;
+	if (h->nfree > t->cap || h->free_head > t->cap)
+		return false;
+	return h->root[ADDR] <= t->cap && h->root[ORD] <= t->cap;
+}
+
+static uint32_t cap_for(size_t arena_bytes)
+{
+	size_t slots = arena_bytes / sizeof(struct rt_node);
+
+	if (slots == 0)
+		return 0;
+	if (slots - 1 > UINT32_MAX - 1)
+		return UINT32_MAX - 1; /* keep cap + 1 representable */
+	return (uint32_t)(slots - 1);
+}
+
+static int alloc_node(struct rt_tree *t, uint32_t *out)
+{
+	struct rt_hdr *h = t->hdr;
+	uint32_t i = h->free_head;
+
+	if (i) {
+		if (i > t->cap || t->nodes[i].state != ST_NONE || !h->nfree)
+			return -EIO;
+		h->free_head = t->nodes[i].link[ADDR].child[LEFT];
+		h->nfree--;
+	} else {
+		if (h->bump == 0 || h->bump > t->cap)
+			return h->bump ? -ENOMEM : -EIO;
+		i = h->bump++;
+	}
+	memset(&t->nodes[i], 0, sizeof(t->nodes[i]));
+	*out = i;
+	return 0;
+}
+
+static void free_node(struct rt_tree *t, uint32_t i)
+{
+	struct rt_node *n = &t->nodes[i];
+
+	memset(n, 0, sizeof(*n));
+	n->link[ADDR].child[LEFT] = t->hdr->free_head;
+	t->hdr->free_head = i;
+	t->hdr->nfree++;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Red-black trees over index links; w selects the link set                  */
+
+static int key_cmp(int w, const struct rt_node *a, const struct rt_node *b)
+{
+	if (w == ORD) {
+		if (a->prio != b->prio)
+			return a->prio < b->prio ? -1 : 1;
+		if (a->seq != b->seq)
+			return a->seq < b->seq ? -1 : 1;
+	}
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	return 0;
+}
+
+/* Colour of index i (nil is black); -EIO if i is no node. */
+static int color_of(const struct rt_tree *t, int w, uint32_t i)
+{
+	const struct rt_node *n;
+
+	if (!i)
+		return BLACK;
+	n = node_at(t, i);
+	return n ? n->color[w] : -EIO;
+}
+
+/* In parent p (0: the root slot) make the link that points to old point to
+ * new. */
+static int set_child(struct rt_tree *t, int w, uint32_t p, uint32_t old,
+		     uint32_t new)
+{
+	struct rt_node *pn;
+
+	if (!p) {
+		t->hdr->root[w] = new;
+		return 0;
+	}
+	pn = node_at(t, p);
+	if (!pn)
+		return -EIO;
+	if (pn->link[w].child[LEFT] == old)
+		pn->link[w].child[LEFT] = new;
+	else if (pn->link[w].child[RIGHT] == old)
+		pn->link[w].child[RIGHT] = new;
+	else
+		return -EIO;
+	return 0;
+}
+
+/* x moves down on side dir, its child on the other side takes its place. */
+static int rotate(struct rt_tree *t, int w, uint32_t x, int dir)
+{
+	struct rt_node *xn = node_at(t, x), *yn, *bn = NULL;
+	uint32_t y, b, p;
+	int err;
+
+	if (!xn)
+		return -EIO;
+	y = xn->link[w].child[!dir];
+	yn = node_at(t, y);
+	if (!yn || y == x)
+		return -EIO;
+	b = yn->link[w].child[dir];
+	if (b && !(bn = node_at(t, b)))
+		return -EIO;
+	p = xn->link[w].parent;
+	err = set_child(t, w, p, x, y);
+	if (err)
+		return err;
+	yn->link[w].parent = p;
+	xn->link[w].child[!dir] = b;
+	if (bn)
+		bn->link[w].parent = x;
+	yn->link[w].child[dir] = x;
+	xn->link[w].parent = y;
+	return 0;
+}
+
+/* The node furthest on side dir below x (x itself if it has no such child). */
+static int extreme(const struct rt_tree *t, int w, uint32_t x, int dir,
+		   uint32_t *out)
+{
+	for (int depth = 0; depth < RT_MAX_DEPTH; depth++) {
+		const struct rt_node *n = node_at(t, x);
+
+		if (!n)
+			return -EIO;
+		if (!n->link[w].child[dir]) {
+			*out = x;
+			return 0;
+		}
+		x = n->link[w].child[dir];
+	}
+	return -EIO;
+}
+
+/* In-order neighbour of x on side dir (RIGHT: successor); 0 if none. */
+static int step(const struct rt_tree *t, int w, uint32_t x, int dir,
+		uint32_t *out)
+{
+	const struct rt_node *n = node_at(t, x);
+
+	if (!n)
+		return -EIO;
+	if (n->link[w].child[dir])
+		return extreme(t, w, n->link[w].child[dir], !dir, out);
+	for (int depth = 0; depth < RT_MAX_DEPTH; depth++) {
+		uint32_t p = n->link[w].parent;
+		const struct rt_node *pn;
+
+		if (!p) {
+			*out = 0;
+			return 0;
+		}
+		pn = node_at(t, p);
+		if (!pn)
+			return -EIO;
+		if (pn->link[w].child[!dir] == x) {
+			*out = p;
+			return 0;
+		}
+		if (pn->link[w].child[dir] != x)
+			return -EIO;
+		x = p;
+		n = pn;
+	}
+	return -EIO;
+}
+
+static int insert_fixup(struct rt_tree *t, int w, uint32_t z)
+{
+	for (int depth = 0; depth < RT_MAX_DEPTH; depth++) {
+		struct rt_node *zn = node_at(t, z), *pn, *gn;
+		uint32_t p, g, u;
+		int dir, ucol, err;
+
+		if (!zn)
+			return -EIO;
+		p = zn->link[w].parent;
+		if (!p) {
+			zn->color[w] = BLACK;
+			return 0;
+		}
+		pn = node_at(t, p);
+		if (!pn)
+			return -EIO;
+		if (pn->color[w] == BLACK)
+			return 0;
+		g = pn->link[w].parent;
+		gn = node_at(t, g); /* a red node is never the root */
+		if (!gn)
+			return -EIO;
+		dir = gn->link[w].child[RIGHT] == p;
+		if (gn->link[w].child[dir] != p)
+			return -EIO;
+		u = gn->link[w].child[!dir];
+		ucol = color_of(t, w, u);
+		if (ucol < 0)
+			return ucol;
+		if (ucol == RED) {
+			pn->color[w] = BLACK;
+			t->nodes[u].color[w] = BLACK;
+			gn->color[w] = RED;
+			z = g;
+			continue;
+		}
+		if (pn->link[w].child[!dir] == z) {
+			err = rotate(t, w, p, dir);
+			if (err)
+				return err;
+			pn = zn; /* z took p's place */
+		}
+		pn->color[w] = BLACK;
+		gn->color[w] = RED;
+		return rotate(t, w, g, !dir);
+	}
+	return -EIO;
+}
+
+/* Hang fresh node z below p on side dir (p == 0: z becomes the root). */
+static int link_at(struct rt_tree *t, int w, uint32_t z, uint32_t p, int dir)
+{
+	struct rt_node *zn = &t->nodes[z];
+	int err;
+
+	zn->link[w] = (struct rt_link){ .parent = p };
+	zn->color[w] = RED;
+	if (p) {
+		struct rt_node *pn = node_at(t, p);
+
+		if (!pn || pn->link[w].child[dir])
+			return -EIO;
+		pn->link[w].child[dir] = z;
+	} else {
+		t->hdr->root[w] = z;
+	}
+	err = insert_fixup(t, w, z);
+	if (!err && node_at(t, t->hdr->root[w]))
+		t->nodes[t->hdr->root[w]].color[w] = BLACK;
+	return err;
+}
+
+/* Insert z by its key. */
+static int insert_key(struct rt_tree *t, int w, uint32_t z)
+{
+	uint32_t x = t->hdr->root[w], p = 0;
+	int dir = LEFT;
+
+	for (int depth = 0; x; depth++) {
+		const struct rt_node *n = node_at(t, x);
+		int c;
+
+		if (!n || depth >= RT_MAX_DEPTH)
+			return -EIO;
+		c = key_cmp(w, &t->nodes[z], n);
+		if (!c)
+			return -EIO; /* keys are unique in a sane tree */
+		p = x;
+		dir = c > 0;
+		x = n->link[w].child[dir];
+	}
+	return link_at(t, w, z, p, dir);
+}
+
+/* Insert z right next to x in order (side RIGHT: just after), by structure
+ * alone: used while keys around x are being rewritten. */
+static int insert_beside(struct rt_tree *t, int w, uint32_t z, uint32_t x,
+			 int side)
+{
+	const struct rt_node *xn = node_at(t, x);
+	uint32_t y;
+	int err;
+
+	if (!xn)
+		return -EIO;
+	if (!xn->link[w].child[side])
+		return link_at(t, w, z, x, side);
+	err = extreme(t, w, xn->link[w].child[side], !side, &y);
+	if (err)
+		return err;
+	return link_at(t, w, z, y, !side);
+}
+
+/* Put v (may be nil) where u was below up. */
+static int transplant(struct rt_tree *t, int w, uint32_t u, uint32_t up,
+		      uint32_t v)
+{
+	int err = set_child(t, w, up, u, v);
+
+	if (err || !v)
+		return err;
+	t->nodes[v].link[w].parent = up;
+	return 0;
+}
+
+static int erase_fixup(struct rt_tree *t, int w, uint32_t x, uint32_t xp)
+{
+	for (int depth = 0; depth < RT_MAX_DEPTH; depth++) {
+		struct rt_node *pn, *sn;
+		uint32_t s;
+		int dir, col, near, far, err;
+
+		col = color_of(t, w, x);
+		if (col < 0)
+			return col;
+		if (x == t->hdr->root[w] || col == RED)
+			break;
+		pn = node_at(t, xp);
+		if (!pn)
+			return -EIO;
+		if (pn->link[w].child[LEFT] == x)
+			dir = LEFT;
+		else if (pn->link[w].child[RIGHT] == x)
+			dir = RIGHT;
+		else
+			return -EIO;
+		s = pn->link[w].child[!dir];
+		if (!(sn = node_at(t, s)))
+			return -EIO; /* x's side is short: s must exist */
+		if (sn->color[w] == RED) {
+			sn->color[w] = BLACK;
+			pn->color[w] = RED;
+			err = rotate(t, w, xp, dir);
+			if (err)
+				return err;
+			s = pn->link[w].child[!dir];
+			if (!(sn = node_at(t, s)))
+				return -EIO;
+		}
+		near = color_of(t, w, sn->link[w].child[dir]);
+		far = color_of(t, w, sn->link[w].child[!dir]);
+		if (near < 0 || far < 0)
+			return -EIO;
+		if (near == BLACK && far == BLACK) {
+			sn->color[w] = RED;
+			x = xp;
+			xp = pn->link[w].parent;
+			continue;
+		}
+		if (far == BLACK) {
+			t->nodes[sn->link[w].child[dir]].color[w] = BLACK;
+			sn->color[w] = RED;
+			err = rotate(t, w, s, !dir);
+			if (err)
+				return err;
+			s = pn->link[w].child[!dir];
+			if (!(sn = node_at(t, s)))
+				return -EIO;
+		}
+		sn->color[w] = pn->color[w];
+		pn->color[w] = BLACK;
+		if (sn->link[w].child[!dir]) {
+			col = color_of(t, w, sn->link[w].child[!dir]);
+			if (col < 0)
+				return col;
+			t->nodes[sn->link[w].child[!dir]].color[w] = BLACK;
+		}
+		err = rotate(t, w, xp, dir);
+		if (err)
+			return err;
+		x = t->hdr->root[w];
+		break;
+	}
+	if (x) {
+		if (color_of(t, w, x) < 0)
+			return -EIO;
+		t->nodes[x].color[w] = BLACK;
+	}
+	return 0;
+}
+
+/* Unlink z from tree w by structure (its index stays the same node). */
+static int erase(struct rt_tree *t, int w, uint32_t z)
+{
+	struct rt_node *zn = node_at(t, z), *yn;
+	uint32_t zl, zr, zp, x, xp, y;
+	int removed, err;
+
+	if (!zn)
+		return -EIO;
+	zl = zn->link[w].child[LEFT];
+	zr = zn->link[w].child[RIGHT];
+	zp = zn->link[w].parent;
+	if ((zl && !node_at(t, zl)) || (zr && !node_at(t, zr)))
+		return -EIO;
+	if (!zl || !zr) {
+		x = zl ? zl : zr;
+		xp = zp;
+		removed = zn->color[w];
+		err = transplant(t, w, z, zp, x);
+	} else {
+		err = extreme(t, w, zr, LEFT, &y);
+		if (err)
+			return err;
+		yn = &t->nodes[y];
+		removed = yn->color[w];
+		x = yn->link[w].child[RIGHT];
+		if (x && !node_at(t, x))
+			return -EIO;
+		if (y == zr) {
+			xp = y;
+		} else {
+			xp = yn->link[w].parent;
+			err = transplant(t, w, y, xp, x);
+			if (err)
+				return err;
+			yn->link[w].child[RIGHT] = zr;
+			t->nodes[zr].link[w].parent = y;
+		}
+		err = transplant(t, w, z, zp, y);
+		yn->link[w].child[LEFT] = zl;
+		t->nodes[zl].link[w].parent = y;
+		yn->color[w] = zn->color[w];
+	}
+	if (err)
+		return err;
+	zn->link[w] = (struct rt_link){ 0 };
+	zn->color[w] = BLACK;
+	return removed == BLACK ? erase_fixup(t, w, x, xp) : 0;
+}
+
+/* The first range whose end is >= pos (so it overlaps or touches pos). */
+static int first_touching(const struct rt_tree *t, uint64_t pos, uint32_t *out)
+{
+	uint32_t x = t->hdr->root[ADDR], best = 0;
+
+	for (int depth = 0; x; depth++) {
+		const struct rt_node *n = node_at(t, x);
+
+		if (!n || depth >= RT_MAX_DEPTH)
+			return -EIO;
+		if (n->end >= pos) {
+			best = x;
+			x = n->link[ADDR].child[LEFT];
+		} else {
+			x = n->link[ADDR].child[RIGHT];
+		}
+	}
+	*out = best;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The change engine                                                         */
+
+enum op_kind { OP_VOLATILE, OP_CLEAR, OP_PURGE, OP_UNPURGE };
+enum mode { M_COUNT, M_UNLINK, M_COMMIT };
+
+/* A stretch of pages with one state (ST_NONE: in no range). */
+struct seg {
+	uint64_t lo, hi, seq;
+	int32_t prio;
+	uint8_t state;
+};
+
+struct pass {
+	struct rt_tree *t;
+	enum op_kind kind;
+	enum mode mode;
+	uint64_t start, end, seq;
+	int32_t prio;
+
+	struct seg cur;     /* output range being grown (state 0: none yet) */
+	uint32_t pool;      /* first old node read but not yet rewritten */
+	uint32_t npool;     /* how many such (contiguous in address order) */
+	uint32_t next;      /* next old node to read */
+	uint32_t last;      /* node holding the last range written */
+	uint64_t pos;       /* pages below pos in [start, end) are handled */
+	uint64_t prev_end;  /* end of the last old node read */
+	uint32_t nold, nout, nalloc;
+	uint64_t before[3]; /* pages of [start, end) by old state */
+	uint64_t after[3];  /* ... and by new state */
+	uint64_t changed;   /* pages whose state or age changes */
+};
+
+static bool same_age(const struct seg *a, const struct seg *b)
+{
+	if (a->state != b->state)
+		return false;
+	return a->state != RT_VOLATILE ||
+	       (a->prio == b->prio && a->seq == b->seq);
+}
+
+static void transform(const struct pass *p, struct seg *s)
+{
+	bool to_vol = false;
+
+	switch (p->kind) {
+	case OP_VOLATILE:
+		to_vol = s->state != RT_PURGED;
+		break;
+	case OP_CLEAR:
+		s->state = ST_NONE;
+		break;
+	case OP_PURGE:
+		if (s->state == RT_VOLATILE)
+			s->state = RT_PURGED;
+		break;
+	case OP_UNPURGE:
+		to_vol = s->state == RT_PURGED;
+		break;
+	}
+	if (to_vol) {
+		s->state = RT_VOLATILE;
+		s->prio = p->prio;
+		s->seq = p->seq;
+	}
+	if (s->state != RT_VOLATILE)
+		s->prio = 0, s->seq = 0; /* age only means something if volatile */
+}
+
+/* A fresh node for s, placed in order right after the last range written. */
+static int emit_new(struct pass *p, const struct seg *s)
+{
+	struct rt_tree *t = p->t;
+	struct rt_node *n;
+	uint32_t z;
+	int err;
+
+	if (p->mode == M_COUNT) {
+		p->nalloc++;
+		return 0;
+	}
+	if (p->mode == M_UNLINK)
+		return 0;
+	err = alloc_node(t, &z);
+	if (err)
+		return err;
+	n = &t->nodes[z];
+	n->start = s->lo;
+	n->end = s->hi;
+	n->seq = s->seq;
+	n->prio = s->prio;
+	n->state = s->state;
+	/* Structural placement: keys of the old nodes around are in flux. */
+	if (p->last)
+		err = insert_beside(t, ADDR, z, p->last, RIGHT);
+	else if (p->next)
+		err = insert_beside(t, ADDR, z, p->next, LEFT);
+	else
+		err = insert_key(t, ADDR, z);
+	if (!err && s->state == RT_VOLATILE)
+		err = insert_key(t, ORD, z);
+	p->last = z;
+	return err;
+}
+
+/* Rewrite old node i as s.  Its place in the order tree is kept only if its
+ * order key stays the same; the unlink pass took it out otherwise. */
+static int reuse(struct pass *p, uint32_t i, const struct seg *s)
+{
+	struct rt_node *n = node_at(p->t, i);
+	bool keep;
+
+	if (!n)
+		return -EIO;
+	keep = n->state == RT_VOLATILE && s->state == RT_VOLATILE &&
+	       n->prio == s->prio && n->seq == s->seq && n->start == s->lo;
+	if (p->mode == M_UNLINK)
+		return n->state == RT_VOLATILE && !keep ? erase(p->t, ORD, i)
+							: 0;
+	n->start = s->lo;
+	n->end = s->hi;
+	n->seq = s->seq;
+	n->prio = s->prio;
+	n->state = s->state;
+	p->last = i;
+	return s->state == RT_VOLATILE && !keep ? insert_key(p->t, ORD, i) : 0;
+}
+
+/* Take the oldest unused old node off the pool (npool > 0). */
+static int pool_take(struct pass *p, uint32_t *out)
+{
+	*out = p->pool;
+	if (--p->npool)
+		return step(p->t, ADDR, p->pool, RIGHT, &p->pool);
+	return 0;
+}
+
+/* One output range is complete: store it in an old node if one is free
+ * for reuse, else in a fresh one. */
+static int emit(struct pass *p, const struct seg *s)
+{
+	uint32_t i;
+	int err;
+
+	p->nout++;
+	if (!p->npool)
+		return emit_new(p, s);
+	if (p->mode == M_COUNT) {
+		p->npool--;
+		return 0;
+	}
+	err = pool_take(p, &i);
+	return err ? err : reuse(p, i, s);
+}
+
+static int flush(struct pass *p)
+{
+	int err = 0;
+
+	if (p->cur.state != ST_NONE)
+		err = emit(p, &p->cur);
+	p->cur.state = ST_NONE;
+	return err;
+}
+
+/* Feed the next stretch of the result; equal neighbours merge. */
+static int piece(struct pass *p, const struct seg *s)
+{
+	int err;
+
+	if (s->lo >= s->hi)
+		return 0;
+	if (p->cur.state != ST_NONE && p->cur.hi == s->lo &&
+	    same_age(&p->cur, s)) {
+		p->cur.hi = s->hi;
+		return 0;
+	}
+	err = flush(p);
+	p->cur = *s;
+	return err;
+}
+
+/* Stretch [lo, hi) of [start, end) had old state s: account, transform and
+ * feed it. */
+static int inside(struct pass *p, struct seg s)
+{
+	struct seg old = s;
+	uint64_t len = s.hi - s.lo;
+
+	if (s.lo >= s.hi)
+		return 0;
+	transform(p, &s);
+	p->before[old.state] += len;
+	p->after[s.state] += len;
+	if (!same_age(&old, &s))
+		p->changed += len;
+	return piece(p, &s);
+}
+
+/* Read old node i (the next in address order) and feed what becomes of it. */
+static int consume(struct pass *p, uint32_t i)
+{
+	const struct rt_node *n = node_at(p->t, i);
+	struct seg old, gap = { 0 }, part;
+	int err;
+
+	if (!n)
+		return -EIO;
+	old = (struct seg){ .lo = n->start, .hi = n->end, .seq = n->seq,
+			    .prio = n->prio, .state = n->state };
+	if (old.lo >= old.hi || old.hi < p->start ||
+	    (p->nold && old.lo < p->prev_end))
+		return -EIO;
+	p->prev_end = old.hi;
+	p->nold++;
+	if (!p->npool++)
+		p->pool = i;
+	/* Before anything is inserted behind i. */
+	err = step(p->t, ADDR, i, RIGHT, &p->next);
+	if (err)
+		return err;
+
+	gap.lo = p->pos;
+	gap.hi = old.lo;
+	err = inside(p, gap);
+	part = old;
+	part.hi = old.hi < p->start ? old.hi : p->start;
+	if (!err && old.lo < p->start)
+		err = piece(p, &part); /* the part left of start stays */
+	part.lo = old.lo > p->start ? old.lo : p->start;
+	part.hi = old.hi < p->end ? old.hi : p->end;
+	if (!err)
+		err = inside(p, part);
+	if (part.hi > p->pos)
+		p->pos = part.hi;
+	part.lo = old.lo > p->end ? old.lo : p->end;
+	part.hi = old.hi;
+	if (!err && old.hi > p->end)
+		err = piece(p, &part); /* the part right of end stays */
+	return err;
+}
+
+/* Old nodes left over once the result is written: drop them. */
+static int drop_pool(struct pass *p)
+{
+	while (p->npool) {
+		uint32_t i;
+		int err = pool_take(p, &i);
+
+		if (err)
+			return err;
+		if (p->mode == M_UNLINK) {
+			if (p->t->nodes[i].state == RT_VOLATILE)
+				err = erase(p->t, ORD, i);
+		} else {
+			err = erase(p->t, ADDR, i);
+			if (!err)
+				free_node(p->t, i);
+		}
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int run_pass(struct pass *p, enum mode mode)
+{
+	struct seg tail = { 0 };
+	uint32_t i;
+	int err;
+
+	p->mode = mode;
+	p->cur.state = ST_NONE;
+	p->pos = p->start;
+	p->npool = p->nold = p->nout = p->nalloc = 0;
+	p->pool = p->last = p->next = 0;
+	memset(p->before, 0, sizeof(p->before));
+	memset(p->after, 0, sizeof(p->after));
+	p->changed = 0;
+
+	err = first_touching(p->t, p->start, &i);
+	for (uint32_t n = 0; !err && i; n++) {
+		const struct rt_node *nd = node_at(p->t, i);
+
+		if (!nd || n >= p->t->cap)
+			return -EIO;
+		if (nd->start > p->end)
+			break;
+		err = consume(p, i);
+		i = p->next;
+	}
+	if (err)
+		return err;
+	tail.lo = p->pos;
+	tail.hi = p->end;
+	err = inside(p, tail);
+	if (!err)
+		err = flush(p);
+	if (!err && mode != M_COUNT)
+		err = drop_pool(p);
+	return err;
+}
+
+static int apply(struct rt_tree *t, struct pass *p)
+{
+	struct rt_hdr *h = t->hdr;
+	int err;
+
+	p->t = t;
+	if (!hdr_ok(t))
+		return -EIO;
+	if (p->start >= p->end) {
+		memset(p->before, 0, sizeof(p->before));
+		return 0;
+	}
+	err = run_pass(p, M_COUNT);
+	if (err)
+		return err;
+	if (!p->changed)
+		return 0;
+	if (p->nalloc > rt_free_nodes(t))
+		return -ENOMEM;
+	err = run_pass(p, M_UNLINK);
+	if (!err)
+		err = run_pass(p, M_COMMIT);
+	if (err)
+		return err;
+	h->nranges += p->nout - p->nold;
+	h->vol_pages += p->after[RT_VOLATILE] - p->before[RT_VOLATILE];
+	h->purged_pages += p->after[RT_PURGED] - p->before[RT_PURGED];
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* API                                                                       */
+
+size_t rt_arena_bytes(uint32_t nranges)
+{
+	return ((size_t)nranges + 1 + RT_SPARE) * sizeof(struct rt_node);
+}
+
+static bool arena_usable(const void *arena, size_t arena_bytes)
+{
+	return arena && (uintptr_t)arena % _Alignof(struct rt_node) == 0 &&
+	       cap_for(arena_bytes) > 0;
+}
+
+int rt_format(struct rt_tree *t, void *arena, size_t arena_bytes)
+{
+	struct rt_hdr *h = arena;
+
+	if (!t || !arena_usable(arena, arena_bytes))
+		return -EINVAL;
+	memset(h, 0, sizeof(struct rt_node));
+	h->magic = RT_MAGIC;
+	h->version = RT_VERSION;
+	h->cap = cap_for(arena_bytes);
+	h->bump = 1;
+	t->hdr = h;
+	t->nodes = arena;
+	t->cap = h->cap;
+	return 0;
+}
+
+int rt_attach(struct rt_tree *t, void *arena, size_t arena_bytes)
+{
+	struct rt_tree nt = { .hdr = arena, .nodes = arena };
+
+	if (!t || !arena_usable(arena, arena_bytes))
+		return -EIO;
+	nt.cap = cap_for(arena_bytes);
+	if (nt.hdr->cap != nt.cap || !hdr_ok(&nt))
+		return -EIO;
+	*t = nt;
+	return 0;
+}
+
+int rt_grow(struct rt_tree *t, void *arena, size_t arena_bytes)
+{
+	uint32_t cap;
+
+	if (!t || !arena_usable(arena, arena_bytes))
+		return -EINVAL;
+	cap = cap_for(arena_bytes);
+	if (cap < t->cap)
+		return -EINVAL;
+	t->hdr = arena;
+	t->nodes = arena;
+	t->cap = cap;
+	t->hdr->cap = cap;
+	return 0;
+}
+
+int rt_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
+		     int32_t prio, uint64_t seq, uint64_t *newly)
+{
+	struct pass p = { .kind = OP_VOLATILE, .start = start, .end = end,
+			  .prio = prio, .seq = seq };
+	int err = apply(t, &p);
+
+	if (newly)
+		*newly = err ? 0 : p.before[ST_NONE];
+	return err;
+}
+
+int rt_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
+	     uint64_t *purged)
+{
+	struct pass p = { .kind = OP_CLEAR, .start = start, .end = end };
+	int err = apply(t, &p);
+
+	if (vol)
+		*vol = err ? 0 : p.before[RT_VOLATILE];
+	if (purged)
+		*purged = err ? 0 : p.before[RT_PURGED];
+	return err;
+}
+
+int rt_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
+		   uint64_t *count)
+{
+	struct pass p = { .kind = OP_PURGE, .start = start, .end = end };
+	int err = apply(t, &p);
+
+	if (count)
+		*count = err ? 0 : p.before[RT_VOLATILE];
+	return err;
+}
+
+int rt_unpurge(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
+	       uint64_t seq, uint64_t *count)
+{
+	struct pass p = { .kind = OP_UNPURGE, .start = start, .end = end,
+			  .prio = prio, .seq = seq };
+	int err = apply(t, &p);
+
+	if (count)
+		*count = err ? 0 : p.before[RT_PURGED];
+	return err;
+}
+
+static void to_range(const struct rt_node *n, struct rt_range *r)
+{
+	r->start = n->start;
+	r->end = n->end;
+	r->seq = n->seq;
+	r->prio = n->prio;
+	r->state = (enum rt_state)n->state;
+}
+
+int rt_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
+	     rt_visit_fn fn, void *arg)
+{
+	uint64_t prev_end = 0;
+	uint32_t i;
+	int err;
+
+	if (!hdr_ok(t))
+		return -EIO;
+	if (start >= end)
+		return 0;
+	err = first_touching(t, start + 1, &i); /* overlap, not touch */
+	for (uint32_t n = 0; !err && i; n++) {
+		const struct rt_node *nd = node_at(t, i);
+		struct rt_range r;
+
+		if (!nd || n >= t->cap || nd->start >= nd->end ||
+		    (n && nd->start < prev_end))
+			return -EIO;
+		if (nd->start >= end)
+			break;
+		prev_end = nd->end;
+		to_range(nd, &r);
+		if (r.start < start)
+			r.start = start;
+		if (r.end > end)
+			r.end = end;
+		err = fn(&r, arg);
+		if (!err)
+			err = step(t, ADDR, i, RIGHT, &i);
+	}
+	return err;
+}
+
+struct counts {
+	uint64_t vol, purged;
+};
+
+static int count_one(const struct rt_range *r, void *arg)
+{
+	struct counts *c = arg;
+	uint64_t len = r->end - r->start;
+
+	if (r->state == RT_VOLATILE)
+		c->vol += len;
+	else
+		c->purged += len;
+	return 0;
+}
+
+int rt_count(const struct rt_tree *t, uint64_t start, uint64_t end,
+	     uint64_t *vol, uint64_t *purged)
+{
+	struct counts c = { 0, 0 };
+	int err = rt_visit(t, start, end, count_one, &c);
+
+	if (err)
+		c.vol = c.purged = 0;
+	if (vol)
+		*vol = c.vol;
+	if (purged)
+		*purged = c.purged;
+	return err;
+}
+
+int rt_oldest(const struct rt_tree *t, struct rt_range *out)
+{
+	uint32_t i;
+	int err;
+
+	if (!hdr_ok(t))
+		return -EIO;
+	if (!t->hdr->root[ORD])
+		return 0;
+	err = extreme(t, ORD, t->hdr->root[ORD], LEFT, &i);
+	if (err)
+		return err;
+	if (t->nodes[i].state != RT_VOLATILE)
+		return -EIO;
+	to_range(&t->nodes[i], out);
+	return 1;
+}
+
+uint64_t rt_volatile_pages(const struct rt_tree *t)
+{
+	return t->hdr->vol_pages;
+}
+
+uint64_t rt_purged_pages(const struct rt_tree *t)
+{
+	return t->hdr->purged_pages;
+}
+
+uint32_t rt_nranges(const struct rt_tree *t)
+{
+	return t->hdr->nranges;
+}
+
+uint32_t rt_free_nodes(const struct rt_tree *t)
+{
+	const struct rt_hdr *h = t->hdr;
+	uint64_t n = 0;
+
+	if (h->bump >= 1 && h->bump <= t->cap + 1ull)
+		n = t->cap + 1ull - h->bump;
+	if (h->nfree <= t->cap)
+		n += h->nfree;
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Invariant check                                                           */
+
+struct chk {
+	const struct rt_tree *t;
+	int w;
+	uint32_t count, prev;
+	uint32_t nvol;
+	uint64_t vol, purged;
+};
+
+static int chk_visit(struct chk *c, uint32_t x)
+{
+	const struct rt_node *n = &c->t->nodes[x];
+	const struct rt_node *pv = c->prev ? &c->t->nodes[c->prev] : NULL;
+
+	c->prev = x;
+	if (c->w == ORD) {
+		if (n->state != RT_VOLATILE)
+			return -EIO;
+		return pv && key_cmp(ORD, pv, n) >= 0 ? -EIO : 0;
+	}
+	if (n->start >= n->end)
+		return -EIO;
+	if (pv) {
+		struct seg a = { .state = pv->state, .prio = pv->prio,
+				 .seq = pv->seq };
+		struct seg b = { .state = n->state, .prio = n->prio,
+				 .seq = n->seq };
+
+		if (pv->end > n->start ||
+		    (pv->end == n->start && same_age(&a, &b)))
+			return -EIO;
+	}
+	if (n->state == RT_VOLATILE) {
+		c->nvol++;
+		c->vol += n->end - n->start;
+	} else {
+		c->purged += n->end - n->start;
+	}
+	return 0;
+}
+
+/* Black height of the subtree at x, or -EIO; visits it in order. */
+static int chk_sub(struct chk *c, uint32_t x, uint32_t parent, int depth)
+{
+	const struct rt_node *n;
+	uint32_t l, r;
+	int lh, rh, err;
+
+	if (!x)
+		return 1;
+	n = node_at(c->t, x);
+	if (!n || depth >= RT_MAX_DEPTH || n->link[c->w].parent != parent ||
+	    ++c->count > c->t->cap)
+		return -EIO;
+	l = n->link[c->w].child[LEFT];
+	r = n->link[c->w].child[RIGHT];
+	if (l && l == r)
+		return -EIO;
+	if (n->color[c->w] != BLACK && n->color[c->w] != RED)
+		return -EIO;
+	if (n->color[c->w] == RED &&
+	    (color_of(c->t, c->w, l) != BLACK || color_of(c->t, c->w, r) != BLACK))
+		return -EIO;
+	lh = chk_sub(c, l, x, depth + 1);
+	if (lh < 0)
+		return lh;
+	err = chk_visit(c, x);
+	if (err)
+		return err;
+	rh = chk_sub(c, r, x, depth + 1);
+	if (rh < 0)
+		return rh;
+	if (lh != rh)
+		return -EIO;
+	return lh + (n->color[c->w] == BLACK);
+}
+
+static int chk_tree(struct chk *c, const struct rt_tree *t, int w)
+{
+	uint32_t root = t->hdr->root[w];
+	int h;
+
+	*c = (struct chk){ .t = t, .w = w };
+	if (root && color_of(c->t, w, root) != BLACK)
+		return -EIO;
+	h = chk_sub(c, root, 0, 0);
+	return h < 0 ? h : 0;
+}
+
+/* Every slot below bump is a range or on the free list, and the free list
+ * holds exactly the free slots. */
+static int chk_slots(const struct rt_tree *t, uint32_t nranges, uint32_t nvol)
+{
+	const struct rt_hdr *h = t->hdr;
+	uint32_t nfree = 0, i = h->free_head, n;
+	uint32_t cnt[3] = { 0, 0, 0 };
+
+	for (uint32_t s = 1; s < h->bump; s++) {
+		uint8_t st = t->nodes[s].state;
+
+		if (st > RT_PURGED)
+			return -EIO;
+		cnt[st]++;
+	}
+	nfree = cnt[ST_NONE];
+	if (cnt[RT_VOLATILE] != nvol ||
+	    cnt[RT_VOLATILE] + cnt[RT_PURGED] != nranges || nfree != h->nfree)
+		return -EIO;
+	for (n = 0; i; n++) {
+		if (n >= nfree || i >= h->bump || t->nodes[i].state != ST_NONE)
+			return -EIO;
+		i = t->nodes[i].link[ADDR].child[LEFT];
+	}
+	return n == nfree ? 0 : -EIO;
+}
+
+int rt_check(const struct rt_tree *t)
+{
+	const struct rt_hdr *h = t->hdr;
+	struct chk c;
+	uint32_t nranges, nvol;
+	int err;
+
+	if (!hdr_ok(t) || h->cap < t->cap)
+		return -EIO;
+	err = chk_tree(&c, t, ADDR);
+	if (err)
+		return err;
+	nranges = c.count;
+	nvol = c.nvol;
+	if (nranges != h->nranges || c.vol != h->vol_pages ||
+	    c.purged != h->purged_pages)
+		return -EIO;
+	err = chk_tree(&c, t, ORD);
+	if (err)
+		return err;
+	if (c.count != nvol)
+		return -EIO;
+	return chk_slots(t, nranges, nvol);
+}
