@@ -101,6 +101,12 @@ static void read_env(void)
 		vr_env.meminfo_only = true;
 	else if (v && *v)
 		warn_malformed("VRANGE_PRESSURE", v);
+	v = getenv("VRANGE_FS_ROOT");
+	vr_env.fs_root = v && *v == '/' ? strdup(v) : NULL;
+	if (v && *v && *v != '/')
+		warn_malformed("VRANGE_FS_ROOT", v);
+	if (!vr_env.fs_root)
+		vr_env.fs_root = "";
 	v = getenv("VRANGE_BUDGET");
 	if (v && vr_parse_size(v, &vr_env.budget) < 0) {
 		vr_env.budget = 0;

@@ -15,6 +15,8 @@ struct vr_env {
 	bool no_uffd;       /* VRANGE_NO_UFFD=1: behave as if userfaultfd were missing */
 	bool meminfo_only;  /* VRANGE_PRESSURE=meminfo: skip PSI and cgroups (tests) */
 	size_t budget;      /* VRANGE_BUDGET, 0 = none */
+	const char *fs_root; /* VRANGE_FS_ROOT: prefix for /proc and /sys paths the
+	                      * monitor reads (tests feed it fake files); "" = none */
 };
 
 /* Filled by vr_init(); read-only afterwards. */

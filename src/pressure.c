@@ -1,38 +1,1123 @@
 /* SPDX-License-Identifier: MIT */
-/* pressure.c - placeholder until the monitor lands. */
+/*
+ * pressure.c - the monitor thread: it waits on every memory-pressure source
+ * it can open and purges volatile pages when one fires, and it keeps the
+ * resident bytes of library files under the budget.
+ *
+ * Sources, all armed together where available (one poll() waits on them):
+ *  - PSI triggers on /proc/pressure/memory and on the own cgroup v2
+ *    memory.pressure: slow, system- or cgroup-wide pressure.
+ *  - cgroup v1 memory controller: memory.usage_in_bytes thresholds (warn
+ *    and critical) and memory.pressure_level "medium" through
+ *    cgroup.event_control eventfds.
+ *  - cgroup v2 limits: memory.current against memory.high/memory.max,
+ *    polled at an interval shrinking with the headroom left, plus
+ *    memory.events changes (POLLPRI).
+ *  - /proc/meminfo MemAvailable, polled the same way.
+ *
+ * Why thresholds and not just PSI: in a memcg without swap a fast allocator
+ * is OOM-killed within ~0.2 ms of reclaim starting, and PSI (0.4-2 s late)
+ * and pressure_level (at the kill) fire too late.  Only a usage threshold
+ * below the limit fires early, with a lead of headroom / allocation rate,
+ * so the monitor keeps its own headroom (pressure_headroom()) and purges
+ * as soon as usage enters it.
+ *
+ * Policy: an event frees purge_percent of the volatile bytes, or enough to
+ * get back to twice the headroom below the limit if that is more; with
+ * less than a quarter of the headroom left everything volatile goes.  While
+ * memory is plentiful nothing is purged.
+ *
+ * The thread blocks all signals, never touches application memory, owns
+ * every descriptor it opens (O_CLOEXEC) and is woken through an eventfd to
+ * stop or to apply a new budget.
+ */
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "file_state.h"
 #include "pressure.h"
+#include "purge.h"
 #include "vrange.h"
 
-void pressure_autostart(void)
+#define MiB (1ull << 20)
+
+/* First published layout of struct vrange_monitor_opts (0.1): all of it. */
+#define OPTS_SIZE_V1 (offsetof(struct vrange_monitor_opts, flags) + sizeof(unsigned int))
+#define KNOWN_FLAGS (VRANGE_MONITOR_NO_PSI | VRANGE_MONITOR_NO_CGROUP)
+
+/* PSI: the kernel takes windows from 500 ms to 10 s; unprivileged (and
+ * some sandboxed root) writers only multiples of 2 s (Linux 6.5+). */
+#define PSI_WIN_MIN_US 500000u
+#define PSI_WIN_MAX_US 10000000u
+#define PSI_WIN_STEP_US 2000000u
+
+/* Allocation rate the poll intervals assume (bytes per ms), and bounds. */
+#define ALLOC_RATE_PER_MS (2 * MiB)
+#define POLL_MIN_MS 1
+#define POLL_MAX_MS 1000
+#define BUDGET_CHECK_MS 200
+#define LIMIT_RECHECK_MS 1000
+/* A level that stays inside the headroom without rising is acted on again
+ * only after this long (purging did not help, or it is not our memory). */
+#define STALE_ACT_MS 1000
+/* One purge_run() call frees at most this much, so fork() (whose prepare
+ * handler takes the purge lock) never waits long behind the monitor. */
+#define PURGE_STEP (32 * MiB)
+
+enum kind { K_WAKE, K_PSI, K_PSI_CG, K_V1_WARN, K_V1_CRIT, K_V1_LEVEL, K_V2_EVENTS };
+
+enum src { SRC_NONE, SRC_MEMINFO, SRC_V1_LEVEL, SRC_PSI, SRC_PSI_CG, SRC_V2, SRC_V1 };
+static const char *const src_names[] = {
+	[SRC_NONE] = "none", [SRC_MEMINFO] = "meminfo", [SRC_V1_LEVEL] = "memcg-v1",
+	[SRC_PSI] = "psi", [SRC_PSI_CG] = "psi-cgroup", [SRC_V2] = "memcg-v2",
+	[SRC_V1] = "memcg-v1",
+};
+
+/* A watched "usage against a limit" pair: cgroup v1/v2 or meminfo. */
+struct level {
+	uint64_t limit;         /* 0: none known */
+	uint64_t headroom;
+	uint64_t after_act;     /* usage right after our last purge */
+	uint64_t act_ms;        /* when we last purged for it */
+	uint64_t next_ms;       /* next poll */
+};
+
+struct monitor {
+	struct vrange_monitor_opts opts;
+	int wake_fd;
+	int psi_fd, psi_cg_fd;
+	/* cgroup v1 */
+	char *v1_dir;
+	int v1_usage_fd, v1_ctl_fd, v1_level_fd;
+	int v1_warn_efd, v1_crit_efd, v1_level_efd;
+	struct level v1;
+	uint64_t v1_recheck_ms;
+	/* cgroup v2 */
+	char *v2_dir;           /* own cgroup */
+	size_t v2_mnt_len;
+	bool v2_is_root;
+	char *v2_limit_dir;     /* the ancestor (or self) with the tightest limit */
+	int v2_current_fd, v2_events_fd;
+	struct level v2;
+	/* /proc/meminfo */
+	int meminfo_fd;
+	struct level mem;
+	uint64_t budget_next_ms;
+	struct pollfd pfd[8];
+	enum kind kind[8];
+	int npfd;
+};
+
+static pthread_mutex_t mon_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static pthread_t mon_thread;
+static bool mon_running;                /* under mon_lock */
+static struct monitor mon;              /* owned by the thread while running */
+static _Atomic bool stop_req;
+static _Atomic int cur_src = SRC_NONE;
+static _Atomic size_t budget;
+static _Atomic int wake_fd_pub = -1;    /* for pressure_set_budget() */
+
+static uint64_t now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-void pressure_set_budget(size_t bytes)
+static uint64_t now_us(void)
 {
-	(void)bytes;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-void pressure_fill_stats(struct vrange_stats *out)
+static void close_fd(int *fd)
 {
-	strcpy(out->pressure_source, "none");
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* "<VRANGE_FS_ROOT><path>" into a new string, or NULL. */
+static char *rooted(const char *path)
+{
+	char *s;
+	const char *root = vr_env.fs_root ? vr_env.fs_root : "";
+
+	if (asprintf(&s, "%s%s", root, path) < 0)
+		return NULL;
+	return s;
+}
+
+static int open_rooted(const char *path, int flags)
+{
+	char *p = rooted(path);
+	int fd;
+
+	if (!p)
+		return -ENOMEM;
+	fd = open(p, flags | O_CLOEXEC);
+	fd = fd < 0 ? -errno : fd;
+	free(p);
+	return fd;
+}
+
+static int open_in(const char *dir, const char *name, int flags)
+{
+	char *p;
+	int fd;
+
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		return -ENOMEM;
+	fd = open(p, flags | O_CLOEXEC);
+	fd = fd < 0 ? -errno : fd;
+	free(p);
+	return fd;
+}
+
+/* Read a small file from offset 0 into buf (NUL-terminated); length or -errno. */
+static ssize_t pread_all(int fd, char *buf, size_t size)
+{
+	ssize_t n = pread(fd, buf, size - 1, 0);
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return n;
+}
+
+/* A number, or "max" (cgroup v2) as UINT64_MAX.  0 or -EINVAL. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	if (!strncmp(s, "max", 3)) {
+		*out = UINT64_MAX;
+		return 0;
+	}
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int read_u64_fd(int fd, uint64_t *out)
+{
+	char buf[64];
+	ssize_t n = pread_all(fd, buf, sizeof(buf));
+
+	return n < 0 ? (int)n : parse_u64(buf, out);
+}
+
+static int read_u64_in(const char *dir, const char *name, uint64_t *out)
+{
+	int fd = open_in(dir, name, O_RDONLY);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = read_u64_fd(fd, out);
+	close(fd);
+	return r;
+}
+
+/* MemTotal and MemAvailable in bytes from an open /proc/meminfo. */
+static int read_meminfo(int fd, uint64_t *total, uint64_t *avail)
+{
+	char buf[4096];
+	const char *t, *a;
+	ssize_t n = pread_all(fd, buf, sizeof(buf));
+
+	if (n < 0)
+		return (int)n;
+	t = strstr(buf, "MemTotal:");
+	a = strstr(buf, "MemAvailable:");
+	if (!t || !a)
+		return -ENOENT;
+	*total = strtoull(t + 9, NULL, 10) << 10;
+	*avail = strtoull(a + 13, NULL, 10) << 10;
+	return 0;
+}
+
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = '\0';
+}
+
+static bool has_token(const char *list, const char *tok)
+{
+	size_t n = strlen(tok);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, tok, n) && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+/*
+ * The directory of this process's cgroup: v2 (controller NULL) from the
+ * "0::" line of /proc/self/cgroup, v1 from the line listing controller,
+ * located under the matching mount found in /proc/self/mountinfo.
+ * A new string (rooted), or NULL; *mnt_len is the length of its mount
+ * point's part, *is_root whether it is the hierarchy's root cgroup.
+ */
+static char *own_cgroup_dir(const char *controller, size_t *mnt_len, bool *is_root)
+{
+	char *line = NULL, *cg = NULL, *dir = NULL, *p;
+	const char *root = vr_env.fs_root ? vr_env.fs_root : "";
+	size_t cap = 0;
+	FILE *f;
+	int fd;
+
+	fd = open_rooted("/proc/self/cgroup", O_RDONLY);
+	if (fd < 0 || !(f = fdopen(fd, "r"))) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while (!cg && getline(&line, &cap, f) > 0) {
+		char *ctl, *path;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (!(ctl = strchr(line, ':')) || !(path = strchr(ctl + 1, ':')))
+			continue;
+		*ctl++ = '\0';
+		*path++ = '\0';
+		if (controller ? has_token(ctl, controller)
+			       : (!strcmp(line, "0") && *ctl == '\0'))
+			cg = strdup(path);
+	}
+	fclose(f);
+	if (!cg)
+		goto out;
+	*is_root = !strcmp(cg, "/");
+
+	fd = open_rooted("/proc/self/mountinfo", O_RDONLY);
+	if (fd < 0 || !(f = fdopen(fd, "r"))) {
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	while (!dir && getline(&line, &cap, f) > 0) {
+		/* id parent maj:min root mountpoint opts [optional...] - fstype src super */
+		char *field[5], *sep, *fstype, *super, *save = NULL, *rel;
+		size_t rl;
+		int i;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (!(sep = strstr(line, " - ")))
+			continue;
+		*sep = '\0';
+		fstype = strtok_r(sep + 3, " ", &save);
+		strtok_r(NULL, " ", &save);
+		super = strtok_r(NULL, " ", &save);
+		if (!fstype || !super)
+			continue;
+		if (controller ? strcmp(fstype, "cgroup") || !has_token(super, controller)
+			       : strcmp(fstype, "cgroup2") != 0)
+			continue;
+		save = NULL;
+		for (i = 0, p = strtok_r(line, " ", &save); p && i < 5;
+		     p = strtok_r(NULL, " ", &save))
+			field[i++] = p;
+		if (i < 5)
+			continue;
+		unescape(field[3]);
+		unescape(field[4]);
+		/* The cgroup path is relative to the hierarchy's root; this mount
+		 * shows the part of the hierarchy below field[3]. */
+		rl = strcmp(field[3], "/") ? strlen(field[3]) : 0;
+		if (rl && (strncmp(cg, field[3], rl) || (cg[rl] != '/' && cg[rl])))
+			continue;
+		rel = cg + rl;
+		if (asprintf(&dir, "%s%s%s", root, field[4], strcmp(rel, "/") ? rel : "") < 0)
+			dir = NULL;
+		else
+			*mnt_len = strlen(root) + strlen(field[4]);
+	}
+	fclose(f);
+out:
+	free(line);
+	free(cg);
+	return dir;
+}
+
+/* Cut the last component of dir; false when it would go above stop. */
+static bool parent_dir(char *dir, size_t stop_len)
+{
+	char *slash = strrchr(dir, '/');
+
+	if (!slash || (size_t)(slash - dir) < stop_len)
+		return false;
+	*slash = '\0';
+	return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Policy */
+
+static uint64_t volatile_bytes_now(void)
+{
+	uint64_t files, vol, purged, resident;
+
+	vfile_totals(&files, &vol, &purged, &resident);
+	return vol << vr_page_shift;
+}
+
+/* Free up to bytes in bounded steps; logs the reaction time of the first. */
+static uint64_t purge_bytes(uint64_t bytes, const char *why, uint64_t t0_us)
+{
+	uint64_t freed = 0;
+
+	while (freed < bytes) {
+		uint64_t step = bytes - freed;
+		uint64_t got;
+
+		/* The first step is one chunk: it is what stops the bleeding. */
+		if (freed == 0 && step > VFILE_CHUNK_BYTES)
+			step = VFILE_CHUNK_BYTES;
+		else if (step > PURGE_STEP)
+			step = PURGE_STEP;
+		got = purge_run(step);
+		if (freed == 0 && t0_us)
+			vr_debug("%s: first %" PRIu64 " bytes freed %" PRIu64
+				 " us after the event", why, got, now_us() - t0_us);
+		freed += got;
+		if (got == 0 || atomic_load(&stop_req))
+			break;
+	}
+	return freed;
+}
+
+/*
+ * Act on one pressure event.  usage/limit/headroom describe the level that
+ * fired (limit 0: an event without a level, e.g. PSI).
+ */
+static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
+		    uint64_t headroom, uint64_t t0_us)
+{
+	uint64_t vol = volatile_bytes_now();
+	uint64_t want, freed;
+
+	if (vol == 0)
+		return 0;
+	purge_note_pressure_event();
+	want = vol / 100 * mon.opts.purge_percent;
+	if (want < vr_page_size)
+		want = vr_page_size;
+	if (limit) {
+		uint64_t left = usage < limit ? limit - usage : 0;
+
+		if (left < headroom / 4)
+			want = vol;      /* critical: everything volatile */
+		else if (usage + 2 * headroom - limit > want)
+			want = usage + 2 * headroom - limit;
+	}
+	if (want > vol)
+		want = vol;
+	freed = purge_bytes(want, why, t0_us);
+	vr_debug("%s: usage %" PRIu64 " limit %" PRIu64 ": purged %" PRIu64
+		 " of %" PRIu64 " volatile bytes", why, usage, limit, freed, vol);
+	return freed;
+}
+
+/*
+ * A polled level (or a threshold eventfd that fired): act if usage is
+ * inside the headroom and this is an event, or it is critical, or it rose
+ * since our last purge, or it has stayed there for STALE_ACT_MS (purging
+ * did not bring it down: not our memory, or nothing left to give).
+ * Returns the next poll interval in ms.
+ */
+static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(void),
+			    bool event, uint64_t t0_us)
+{
+	uint64_t now = now_ms(), usage = rd(), left, interval;
+
+	if (!lv->limit)
+		return POLL_MAX_MS;
+	left = usage < lv->limit ? lv->limit - usage : 0;
+	if (left < lv->headroom) {
+		bool critical = left < lv->headroom / 4;
+
+		if (event || critical || usage > lv->after_act ||
+		    now - lv->act_ms >= STALE_ACT_MS) {
+			act(why, usage, lv->limit, lv->headroom, t0_us);
+			lv->act_ms = now_ms();
+			lv->after_act = rd();
+			return POLL_MIN_MS;
+		}
+		return volatile_bytes_now() ? POLL_MIN_MS : POLL_MAX_MS;
+	}
+	lv->after_act = 0;
+	/* Time an allocator at ALLOC_RATE needs to eat half the rest. */
+	interval = (left - lv->headroom) / ALLOC_RATE_PER_MS / 2;
+	if (interval < POLL_MIN_MS)
+		interval = POLL_MIN_MS;
+	if (interval > POLL_MAX_MS || !volatile_bytes_now())
+		interval = POLL_MAX_MS;
+	return interval;
+}
+
+static void enforce_budget(void)
+{
+	size_t b = atomic_load(&budget);
+	uint64_t files, vol, purged, resident;
+
+	if (!b)
+		return;
+	for (int i = 0; i < 64 && !atomic_load(&stop_req); i++) {
+		vfile_totals(&files, &vol, &purged, &resident);
+		if (resident <= b || vol == 0)
+			break;
+		if (purge_bytes(resident - b, NULL, 0) == 0)
+			break;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Sources */
+
+static void add_pfd(int fd, short events, enum kind k)
+{
+	mon.pfd[mon.npfd] = (struct pollfd){ .fd = fd, .events = events };
+	mon.kind[mon.npfd++] = k;
+}
+
+/* Arm a PSI "some" trigger on path, stepping the window up to what the
+ * kernel accepts.  The fd, or -errno. */
+static int psi_arm(const char *path, bool root_it)
+{
+	unsigned int win = mon.opts.psi_window_us, stall = mon.opts.psi_stall_us;
+	char buf[64];
+	int fd, r = -EINVAL;
+
+	fd = root_it ? open_rooted(path, O_RDWR | O_NONBLOCK)
+		     : open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return root_it ? fd : -errno;
+	if (win < PSI_WIN_MIN_US)
+		win = PSI_WIN_MIN_US;
+	if (win > PSI_WIN_MAX_US)
+		win = PSI_WIN_MAX_US;
+	for (;;) {
+		unsigned int s = stall < win ? stall : win / 2;
+		int len = snprintf(buf, sizeof(buf), "some %u %u", s, win);
+
+		if (write(fd, buf, (size_t)len + 1) >= 0) {
+			vr_debug("PSI trigger on %s: some %u us per %u us", path, s, win);
+			return fd;
+		}
+		r = -errno;
+		if (r != -EINVAL || win >= PSI_WIN_MAX_US)
+			break;
+		/* Next accepted candidate: the next multiple of 2 s. */
+		win = (win / PSI_WIN_STEP_US + 1) * PSI_WIN_STEP_US;
+		if (win > PSI_WIN_MAX_US)
+			win = PSI_WIN_MAX_US;
+	}
+	vr_debug("no PSI trigger on %s: %s", path, strerror(-r));
+	close(fd);
+	return r;
+}
+
+static int v1_register(int efd, int target_fd, const char *arg)
+{
+	char buf[64];
+	int len = snprintf(buf, sizeof(buf), "%d %d %s", efd, target_fd, arg);
+
+	if (write(mon.v1_ctl_fd, buf, (size_t)len) < 0)
+		return -errno;
+	return 0;
+}
+
+static void v1_disarm(void)
+{
+	close_fd(&mon.v1_warn_efd);
+	close_fd(&mon.v1_crit_efd);
+	close_fd(&mon.v1_usage_fd);
+	close_fd(&mon.v1_ctl_fd);
+	mon.v1.limit = 0;
+}
+
+/*
+ * cgroup v1: find the tightest finite limit on our own memcg or an
+ * ancestor and register warn/critical usage thresholds on it.  Also the
+ * "medium" pressure_level of the own memcg (registered once).
+ */
+static void v1_arm(uint64_t mem_total)
+{
+	size_t mnt_len = 0;
+	bool is_root = false;
+	char *own = own_cgroup_dir("memory", &mnt_len, &is_root), *dir = NULL;
+	uint64_t best_left = UINT64_MAX, best_limit = 0;
+	char arg[32];
+	int r;
+
+	if (!own)
+		return;
+	if (mon.v1_level_efd < 0) {
+		int ctl = open_in(own, "cgroup.event_control", O_WRONLY);
+		int lvl = open_in(own, "memory.pressure_level", O_RDONLY);
+		int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+		mon.v1_ctl_fd = ctl;
+		if (ctl >= 0 && lvl >= 0 && efd >= 0 &&
+		    v1_register(efd, lvl, "medium") == 0) {
+			mon.v1_level_efd = efd;
+			mon.v1_level_fd = lvl;
+			efd = lvl = -1;
+		}
+		close_fd(&efd);
+		close_fd(&lvl);
+		close_fd(&mon.v1_ctl_fd);
+	}
+	/* Ancestors' limits apply too (use_hierarchy): walk up to the mount. */
+	dir = strdup(own);
+	for (char *d = dir; d; d = parent_dir(d, mnt_len) ? d : NULL) {
+		uint64_t limit, usage;
+
+		if (read_u64_in(d, "memory.limit_in_bytes", &limit) < 0 ||
+		    read_u64_in(d, "memory.usage_in_bytes", &usage) < 0)
+			break;
+		if (limit >= mem_total)
+			continue;
+		uint64_t left = usage < limit ? limit - usage : 0;
+		if (left < best_left) {
+			best_left = left;
+			best_limit = limit;
+			free(mon.v1_dir);
+			mon.v1_dir = strdup(d);
+		}
+	}
+	free(dir);
+	free(own);
+	if (!best_limit || !mon.v1_dir)
+		return;
+
+	mon.v1.limit = best_limit;
+	mon.v1.headroom = pressure_headroom(best_limit);
+	mon.v1_ctl_fd = open_in(mon.v1_dir, "cgroup.event_control", O_WRONLY);
+	mon.v1_usage_fd = open_in(mon.v1_dir, "memory.usage_in_bytes", O_RDONLY);
+	mon.v1_warn_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	mon.v1_crit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mon.v1_ctl_fd < 0 || mon.v1_usage_fd < 0 || mon.v1_warn_efd < 0 ||
+	    mon.v1_crit_efd < 0) {
+		r = -EIO;
+		goto fail;
+	}
+	snprintf(arg, sizeof(arg), "%" PRIu64, best_limit - mon.v1.headroom);
+	r = v1_register(mon.v1_warn_efd, mon.v1_usage_fd, arg);
+	if (r == 0) {
+		snprintf(arg, sizeof(arg), "%" PRIu64, best_limit - mon.v1.headroom / 4);
+		r = v1_register(mon.v1_crit_efd, mon.v1_usage_fd, arg);
+	}
+	if (r < 0)
+		goto fail;
+	close_fd(&mon.v1_ctl_fd);
+	vr_debug("memcg v1 %s: limit %" PRIu64 ", thresholds at -%" PRIu64
+		 " and -%" PRIu64, mon.v1_dir, best_limit, mon.v1.headroom,
+		 mon.v1.headroom / 4);
+	return;
+fail:
+	vr_debug("memcg v1 thresholds on %s unusable: %s", mon.v1_dir, strerror(-r));
+	v1_disarm();
+}
+
+/* cgroup v2: the tightest of memory.high / memory.max on the own cgroup
+ * and its ancestors; memory.events of that cgroup. */
+static void v2_arm(uint64_t mem_total)
+{
+	char *dir;
+	uint64_t best_left = UINT64_MAX;
+
+	if (!mon.v2_dir || !(dir = strdup(mon.v2_dir)))
+		return;
+	for (char *d = dir; d; d = parent_dir(d, mon.v2_mnt_len) ? d : NULL) {
+		uint64_t high = UINT64_MAX, max = UINT64_MAX, cur, limit;
+
+		if (read_u64_in(d, "memory.current", &cur) < 0)
+			break;
+		read_u64_in(d, "memory.high", &high);
+		read_u64_in(d, "memory.max", &max);
+		limit = high < max ? high : max;
+		if (limit >= mem_total)
+			continue;
+		uint64_t left = cur < limit ? limit - cur : 0;
+		if (left < best_left) {
+			best_left = left;
+			mon.v2.limit = limit;
+			free(mon.v2_limit_dir);
+			mon.v2_limit_dir = strdup(d);
+		}
+	}
+	free(dir);
+	if (!mon.v2.limit || !mon.v2_limit_dir)
+		return;
+	mon.v2.headroom = pressure_headroom(mon.v2.limit);
+	mon.v2_current_fd = open_in(mon.v2_limit_dir, "memory.current", O_RDONLY);
+	if (mon.v2_current_fd < 0) {
+		mon.v2.limit = 0;
+		return;
+	}
+	mon.v2_events_fd = open_in(mon.v2_limit_dir, "memory.events", O_RDONLY);
+	if (mon.v2_events_fd >= 0) {
+		char buf[512];
+
+		/* Reading once makes the next change report POLLPRI. */
+		pread_all(mon.v2_events_fd, buf, sizeof(buf));
+	}
+	vr_debug("memcg v2 %s: limit %" PRIu64 ", headroom %" PRIu64,
+		 mon.v2_limit_dir, mon.v2.limit, mon.v2.headroom);
+}
+
+static void monitor_close_all(void)
+{
+	close_fd(&mon.psi_fd);
+	close_fd(&mon.psi_cg_fd);
+	v1_disarm();
+	close_fd(&mon.v1_level_efd);
+	close_fd(&mon.v1_level_fd);
+	close_fd(&mon.v2_current_fd);
+	close_fd(&mon.v2_events_fd);
+	close_fd(&mon.meminfo_fd);
+	free(mon.v1_dir);
+	free(mon.v2_dir);
+	free(mon.v2_limit_dir);
+	mon.v1_dir = mon.v2_dir = mon.v2_limit_dir = NULL;
+}
+
+static void monitor_init_fds(void)
+{
+	mon.psi_fd = mon.psi_cg_fd = -1;
+	mon.v1_usage_fd = mon.v1_ctl_fd = mon.v1_level_fd = -1;
+	mon.v1_warn_efd = mon.v1_crit_efd = mon.v1_level_efd = -1;
+	mon.v2_current_fd = mon.v2_events_fd = mon.meminfo_fd = -1;
+	mon.v1_dir = mon.v2_dir = mon.v2_limit_dir = NULL;
+	memset(&mon.v1, 0, sizeof(mon.v1));
+	memset(&mon.v2, 0, sizeof(mon.v2));
+	memset(&mon.mem, 0, sizeof(mon.mem));
+}
+
+/* Open every source this machine offers; set cur_src. */
+static void monitor_open_sources(void)
+{
+	bool cg = !(mon.opts.flags & VRANGE_MONITOR_NO_CGROUP) && !vr_env.meminfo_only;
+	bool psi = !(mon.opts.flags & VRANGE_MONITOR_NO_PSI) && !vr_env.meminfo_only;
+	uint64_t total = 0, avail = 0;
+	enum src s = SRC_NONE;
+
+	mon.meminfo_fd = open_rooted("/proc/meminfo", O_RDONLY);
+	if (mon.meminfo_fd >= 0 && read_meminfo(mon.meminfo_fd, &total, &avail) == 0) {
+		mon.mem.limit = total;
+		/* System-wide headroom: what the kernel keeps free plus a share. */
+		mon.mem.headroom = total / 16 < 64 * MiB ? 64 * MiB
+			: total / 16 > 1024 * MiB ? 1024 * MiB : total / 16;
+		s = SRC_MEMINFO;
+	} else {
+		close_fd(&mon.meminfo_fd);
+	}
+	if (!total)
+		total = UINT64_MAX;
+	if (cg || psi)
+		mon.v2_dir = own_cgroup_dir(NULL, &mon.v2_mnt_len, &mon.v2_is_root);
+	if (psi) {
+		int fd = psi_arm("/proc/pressure/memory", true);
+
+		if (fd >= 0) {
+			mon.psi_fd = fd;
+			s = SRC_PSI;
+		}
+		/* The root cgroup's memory.pressure is the system's: skip it. */
+		if (mon.v2_dir && !mon.v2_is_root) {
+			char *p = NULL;
+
+			if (asprintf(&p, "%s/memory.pressure", mon.v2_dir) >= 0) {
+				fd = psi_arm(p, false);
+				if (fd >= 0) {
+					mon.psi_cg_fd = fd;
+					s = SRC_PSI_CG;
+				}
+				free(p);
+			}
+		}
+	}
+	if (cg) {
+		v2_arm(total);
+		if (mon.v2.limit)
+			s = SRC_V2;
+		v1_arm(total);
+		if (mon.v1.limit)
+			s = SRC_V1;
+		else if (mon.v1_level_efd >= 0 && s < SRC_PSI)
+			s = SRC_V1_LEVEL;
+	}
+	atomic_store(&cur_src, s);
+}
+
+static void build_pollset(void)
+{
+	mon.npfd = 0;
+	add_pfd(mon.wake_fd, POLLIN, K_WAKE);
+	if (mon.psi_fd >= 0)
+		add_pfd(mon.psi_fd, POLLPRI, K_PSI);
+	if (mon.psi_cg_fd >= 0)
+		add_pfd(mon.psi_cg_fd, POLLPRI, K_PSI_CG);
+	if (mon.v1_warn_efd >= 0)
+		add_pfd(mon.v1_warn_efd, POLLIN, K_V1_WARN);
+	if (mon.v1_crit_efd >= 0)
+		add_pfd(mon.v1_crit_efd, POLLIN, K_V1_CRIT);
+	if (mon.v1_level_efd >= 0)
+		add_pfd(mon.v1_level_efd, POLLIN, K_V1_LEVEL);
+	if (mon.v2_events_fd >= 0)
+		add_pfd(mon.v2_events_fd, POLLPRI, K_V2_EVENTS);
+}
+
+static void drain(int fd)
+{
+	uint64_t v;
+
+	while (read(fd, &v, sizeof(v)) == sizeof(v))
+		;
+}
+
+static uint64_t v1_usage(void)
+{
+	uint64_t u = 0;
+
+	if (mon.v1_usage_fd >= 0)
+		read_u64_fd(mon.v1_usage_fd, &u);
+	return u;
+}
+
+static uint64_t v2_usage(void)
+{
+	uint64_t u = 0;
+
+	if (mon.v2_current_fd >= 0)
+		read_u64_fd(mon.v2_current_fd, &u);
+	return u;
+}
+
+static uint64_t meminfo_usage(void)
+{
+	uint64_t total, avail;
+
+	if (mon.meminfo_fd < 0 || read_meminfo(mon.meminfo_fd, &total, &avail) < 0)
+		return 0;
+	return avail < mon.mem.limit ? mon.mem.limit - avail : 0;
+}
+
+static void handle_event(enum kind k, int fd, short revents, uint64_t t0_us)
+{
+	uint64_t u, iv;
+
+	switch (k) {
+	case K_WAKE:
+		drain(fd);
+		enforce_budget();
+		break;
+	case K_PSI:
+	case K_PSI_CG:
+		if (revents & POLLERR) {
+			/* The trigger's cgroup went away. */
+			close_fd(k == K_PSI ? &mon.psi_fd : &mon.psi_cg_fd);
+			build_pollset();
+			break;
+		}
+		act(k == K_PSI ? "psi" : "psi-cgroup", 0, 0, 0, t0_us);
+		break;
+	case K_V1_WARN:
+	case K_V1_CRIT:
+		drain(fd);
+		/* Thresholds fire on the way down too: check the level. */
+		iv = check_level(&mon.v1, "memcg-v1 threshold", v1_usage, true, t0_us);
+		mon.v1.next_ms = now_ms() + iv;
+		break;
+	case K_V1_LEVEL:
+		drain(fd);
+		act("memcg-v1 pressure_level", 0, 0, 0, t0_us);
+		break;
+	case K_V2_EVENTS: {
+		char buf[512];
+
+		pread_all(fd, buf, sizeof(buf));
+		u = v2_usage();
+		if (mon.v2.limit && u + mon.v2.headroom > mon.v2.limit) {
+			iv = check_level(&mon.v2, "memcg-v2 events", v2_usage, true, t0_us);
+			mon.v2.next_ms = now_ms() + iv;
+		}
+		break;
+	}
+	}
+}
+
+static void periodic(uint64_t now)
+{
+	uint64_t iv;
+
+	if (atomic_load(&budget) && now >= mon.budget_next_ms) {
+		enforce_budget();
+		mon.budget_next_ms = now + BUDGET_CHECK_MS;
+	}
+	if (mon.v2.limit && now >= mon.v2.next_ms) {
+		iv = check_level(&mon.v2, "memcg-v2 limit", v2_usage, false, now_us());
+		mon.v2.next_ms = now_ms() + iv;
+	}
+	if (mon.v1.limit && now >= mon.v1.next_ms) {
+		/* Thresholds fire only on crossings: while inside the headroom
+		 * re-check often; otherwise just look for a changed limit. */
+		iv = check_level(&mon.v1, "memcg-v1 limit", v1_usage, false, now_us());
+		mon.v1.next_ms = now_ms() + (iv < POLL_MAX_MS ? iv : LIMIT_RECHECK_MS);
+		if (iv >= POLL_MAX_MS && now >= mon.v1_recheck_ms) {
+			uint64_t limit;
+
+			mon.v1_recheck_ms = now + LIMIT_RECHECK_MS;
+			if (mon.v1_dir &&
+			    read_u64_in(mon.v1_dir, "memory.limit_in_bytes", &limit) == 0 &&
+			    limit != mon.v1.limit) {
+				vr_debug("memcg v1 limit changed: re-arming");
+				v1_disarm();
+				v1_arm(mon.mem.limit ? mon.mem.limit : UINT64_MAX);
+				build_pollset();
+			}
+		}
+	}
+	if (mon.meminfo_fd >= 0 && now >= mon.mem.next_ms) {
+		iv = check_level(&mon.mem, "meminfo", meminfo_usage, false, now_us());
+		/* A modest floor: reading meminfo costs more than a cgroup file. */
+		if (iv < 10)
+			iv = 10;
+		mon.mem.next_ms = now_ms() + iv;
+	}
+}
+
+static int next_timeout(uint64_t now)
+{
+	uint64_t next = now + 60000;
+
+	if (atomic_load(&budget) && mon.budget_next_ms < next)
+		next = mon.budget_next_ms;
+	if (mon.v2.limit && mon.v2.next_ms < next)
+		next = mon.v2.next_ms;
+	if (mon.v1.limit && mon.v1.next_ms < next)
+		next = mon.v1.next_ms;
+	if (mon.meminfo_fd >= 0 && mon.mem.next_ms < next)
+		next = mon.mem.next_ms;
+	return next <= now ? 0 : (int)(next - now);
+}
+
+static void *monitor_main(void *arg)
+{
+	sigset_t all;
+
+	(void)arg;
+	/* Signals belong to the application's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+	enforce_budget();
+	while (!atomic_load(&stop_req)) {
+		uint64_t now = now_ms();
+		int n = poll(mon.pfd, (nfds_t)mon.npfd, next_timeout(now));
+
+		if (n < 0 && errno != EINTR) {
+			vr_debug("monitor poll failed: %s", strerror(errno));
+			break;
+		}
+		if (n > 0) {
+			uint64_t t0 = now_us();
+
+			/* Copy: handlers may rebuild the poll set. */
+			struct pollfd pfd[8];
+			enum kind kind[8];
+			int np = mon.npfd;
+
+			memcpy(pfd, mon.pfd, sizeof(pfd));
+			memcpy(kind, mon.kind, sizeof(kind));
+			for (int i = 0; i < np && !atomic_load(&stop_req); i++)
+				if (pfd[i].revents)
+					handle_event(kind[i], pfd[i].fd, pfd[i].revents, t0);
+		}
+		if (!atomic_load(&stop_req))
+			periodic(now_ms());
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Control */
+
+/* The child of fork() has no monitor thread: forget the parent's and close
+ * its descriptors (the parent's registrations stay with the parent's). */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&mon_lock, NULL);
+	if (mon_running) {
+		mon_running = false;
+		atomic_store(&wake_fd_pub, -1);
+		close_fd(&mon.wake_fd);
+		monitor_close_all();
+		atomic_store(&cur_src, SRC_NONE);
+	}
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
 }
 
 int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 {
-	(void)opts;
-	return -ENOSYS;
+	struct vrange_monitor_opts o = { 0 };
+	sigset_t all, old;
+	int r;
+
+	if (opts) {
+		if (opts->struct_size < OPTS_SIZE_V1 || (opts->flags & ~KNOWN_FLAGS))
+			return -EINVAL;
+		memcpy(&o, opts, OPTS_SIZE_V1);
+	}
+	o.struct_size = sizeof(o);
+	if (!o.psi_stall_us)
+		o.psi_stall_us = 100000;
+	if (!o.psi_window_us)
+		o.psi_window_us = 1000000;
+	if (!o.purge_percent)
+		o.purge_percent = 25;
+	if (o.purge_percent > 100)
+		o.purge_percent = 100;
+
+	vr_init_basic();
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&mon_lock);
+	if (mon_running) {
+		r = -EALREADY;
+		goto out;
+	}
+	monitor_init_fds();
+	mon.opts = o;
+	mon.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mon.wake_fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	atomic_store(&stop_req, false);
+	monitor_open_sources();
+	build_pollset();
+	mon.budget_next_ms = mon.v1.next_ms = mon.v2.next_ms = mon.mem.next_ms = 0;
+	mon.v1_recheck_ms = now_ms() + LIMIT_RECHECK_MS;
+
+	/* The thread inherits a full signal mask from its first instruction. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&mon_thread, NULL, monitor_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0) {
+		monitor_close_all();
+		close_fd(&mon.wake_fd);
+		atomic_store(&cur_src, SRC_NONE);
+		goto out;
+	}
+	mon_running = true;
+	atomic_store(&wake_fd_pub, mon.wake_fd);
+	vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
+out:
+	pthread_mutex_unlock(&mon_lock);
+	return r;
 }
 
 int vrange_monitor_stop(void)
 {
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&mon_lock);
+	if (mon_running) {
+		atomic_store(&stop_req, true);
+		atomic_store(&wake_fd_pub, -1);
+		if (write(mon.wake_fd, &one, sizeof(one)) < 0)
+			vr_debug("waking the monitor failed: %s", strerror(errno));
+		pthread_join(mon_thread, NULL);
+		close_fd(&mon.wake_fd);
+		monitor_close_all();
+		atomic_store(&cur_src, SRC_NONE);
+		mon_running = false;
+	}
+	pthread_mutex_unlock(&mon_lock);
 	return 0;
+}
+
+/* At exit (and dlclose) the thread must not outlive the library's code. */
+__attribute__((destructor)) static void pressure_fini(void)
+{
+	vrange_monitor_stop();
+}
+
+void pressure_autostart(void)
+{
+	int r = vrange_monitor_start(NULL);
+
+	if (r < 0 && r != -EALREADY)
+		vr_debug("monitor not started: %s", strerror(-r));
+}
+
+void pressure_set_budget(size_t bytes)
+{
+	uint64_t one = 1;
+	int fd;
+
+	atomic_store(&budget, bytes);
+	fd = atomic_load(&wake_fd_pub);
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		vr_debug("waking the monitor failed: %s", strerror(errno));
+}
+
+void pressure_fill_stats(struct vrange_stats *out)
+{
+	int s = atomic_load(&cur_src);
+
+	snprintf(out->pressure_source, sizeof(out->pressure_source), "%s",
+		 src_names[s >= 0 && s <= SRC_V1 ? s : SRC_NONE]);
 }
 
 int vrange_set_budget(size_t bytes)
 {
+	vr_init_basic();
 	pressure_set_budget(bytes);
 	return 0;
 }

@@ -4,6 +4,7 @@
 #define VRANGE_PRESSURE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "env.h"
 
@@ -16,7 +17,42 @@ void pressure_autostart(void) VR_HIDDEN;
 /* Set the budget (0 = none) and wake the monitor to enforce it. */
 void pressure_set_budget(size_t bytes) VR_HIDDEN;
 
-/* Copy the name of the pressure source in use into out->pressure_source. */
+/*
+ * Copy the name of the pressure source in use into out->pressure_source:
+ *   "memcg-v1"   cgroup v1 memory controller: usage thresholds near a finite
+ *                memory.limit_in_bytes (or, without a limit, only
+ *                memory.pressure_level events while no PSI is available)
+ *   "memcg-v2"   cgroup v2: memory.current polled against memory.high/max,
+ *                memory.events changes
+ *   "psi-cgroup" PSI trigger on the process's own cgroup v2 memory.pressure
+ *   "psi"        PSI trigger on /proc/pressure/memory
+ *   "meminfo"    polling /proc/meminfo MemAvailable only
+ *   "none"       the monitor is not running
+ * Several sources are usually armed at once; the name is the one that reacts
+ * first, in the order above.
+ */
 void pressure_fill_stats(struct vrange_stats *out) VR_HIDDEN;
+
+/*
+ * Headroom the monitor keeps below a hard memory limit (cgroup limit, or
+ * MemTotal for /proc/meminfo): it starts purging when less than this is
+ * left and purges everything volatile when less than a quarter of it is.
+ * Sized from what was measured on a memcg without swap: an allocator
+ * faulting ~2 MiB/ms is OOM-killed ~0.2 ms after reclaim starts, so the
+ * headroom must cover the wake-up (< 1 ms) plus the first purged chunks
+ * (2 MiB each at ~5 GiB/s) at a few times that allocation rate: at least
+ * 16 MiB (8 ms of lead at 2 MiB/ms), 1/16 of the limit for larger limits,
+ * at most 256 MiB.  Inline so benchmarks can compute the same threshold.
+ */
+static inline uint64_t pressure_headroom(uint64_t limit)
+{
+	uint64_t h = limit / 16;
+
+	if (h < (16ull << 20))
+		h = 16ull << 20;
+	if (h > (256ull << 20))
+		h = 256ull << 20;
+	return h;
+}
 
 #endif
