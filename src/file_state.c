@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "any_mapping.h"
 #include "file_state.h"
 #include "uffd_purge.h"
 #include "vrange.h"
@@ -51,11 +52,20 @@ static int arena_grow(struct vfile *f)
 	return rt_grow(&f->tree, p, bytes);
 }
 
+int vfile_reserve(struct vfile *f, uint32_t n)
+{
+	while (rt_free_nodes(&f->tree) < n) {
+		int r = arena_grow(f);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int keep_spare(struct vfile *f)
 {
-	if (rt_free_nodes(&f->tree) >= SPARE_NODES)
-		return 0;
-	return arena_grow(f);
+	return vfile_reserve(f, SPARE_NODES);
 }
 
 static int arena_create(struct vfile *f)
@@ -138,9 +148,30 @@ fail:
 static struct vfile *lookup_locked(dev_t dev, ino_t ino)
 {
 	for (struct vfile *f = registry; f; f = f->next)
-		if (f->dev == dev && f->ino == ino)
+		if (f->dev == dev && f->ino == ino && !f->anon)
 			return f;
 	return NULL;
+}
+
+struct vfile *vfile_new_anon(void)
+{
+	struct vfile *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->fd = -1;
+	f->anon = true;
+	f->refs = 1; /* never dropped */
+	pthread_mutex_init(&f->lock, NULL);
+	if (arena_create(f) < 0) {
+		vfile_free(f);
+		return NULL;
+	}
+	pthread_mutex_lock(&registry_lock);
+	f->next = registry;
+	registry = f;
+	pthread_mutex_unlock(&registry_lock);
+	return f;
 }
 
 struct vfile *vfile_find(dev_t dev, ino_t ino)
@@ -251,6 +282,10 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 
 	if (rr->state != RT_PURGED)
 		return 0;
+	if (c->f->anon) {
+		anymap_unpoison(rr->start, rr->end);
+		return 0;
+	}
 	for (struct vmap *m = c->f->maps; m; m = m->next) {
 		if (!m->sigbus || off >= m->size)
 			continue;
@@ -274,7 +309,7 @@ int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
 
 	if (r < 0)
 		return r;
-	if (has_sigbus_map(f)) {
+	if (f->anon || has_sigbus_map(f)) {
 		struct unpoison_ctx c = { f };
 
 		r = rt_visit(&f->tree, start, end, unpoison_range, &c);
@@ -366,6 +401,10 @@ static void vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 	size_t len = (size_t)(end - start) << vr_page_shift;
 	uint64_t before, after;
 
+	if (f->anon) {
+		anymap_discard(f, start, end, freed);
+		return;
+	}
 	for (struct vmap *m = f->maps; m; m = m->next)
 		if (m->sigbus && off < m->size)
 			uffd_before_discard(m, off, len < m->size - off ? len : m->size - off);
@@ -399,6 +438,11 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 		n = chunk;
 	if (n > max_pages)
 		n = max_pages;
+	/* An anonymous chunk may split into a range per resident run. */
+	if (f->anon && vfile_reserve(f, 2 * (uint32_t)chunk + SPARE_NODES) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
 	vfile_discard(f, rr.start, rr.start + n, freed);
 	*pages += n;
 	r = keep_spare(f) < 0 ? -ENOMEM : 1;
@@ -414,7 +458,7 @@ static bool older(const struct rt_range *a, const struct rt_range *b)
 	return a->seq < b->seq;
 }
 
-struct vfile *vfile_pick_oldest(void)
+struct vfile *vfile_pick_oldest(struct rt_range *oldest)
 {
 	struct vfile *best = NULL;
 	struct rt_range best_r = { 0 }, rr;
@@ -428,8 +472,10 @@ struct vfile *vfile_pick_oldest(void)
 			best_r = rr;
 		}
 	}
-	if (best)
+	if (best) {
 		best->refs++;
+		*oldest = best_r;
+	}
 	pthread_mutex_unlock(&registry_lock);
 	return best;
 }

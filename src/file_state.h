@@ -52,6 +52,8 @@ struct vfile {
 	void *arena;              /* process-local arena of the tree */
 	size_t arena_bytes;
 	bool shared;              /* a library file: state inside it */
+	bool anon;                /* the process's anonymous memory: pages are
+				   * virtual page numbers, no file (any_mapping.c) */
 	struct vshared sh;        /* its metadata, when shared */
 	struct vmap *maps;        /* guarded by lock */
 };
@@ -69,6 +71,12 @@ static inline uint64_t vfile_user_size(const struct vfile *f, const struct stat 
  * 0 or -errno (-EBADF when fd cannot be reopened for writing).
  */
 int vfile_get(int fd, const struct stat *st, struct vfile **out) VR_HIDDEN;
+
+/* The state of the process's private anonymous memory (one, permanent). */
+struct vfile *vfile_new_anon(void) VR_HIDDEN;
+
+/* Make sure n more nodes can be had without growing (caller holds lock). */
+int vfile_reserve(struct vfile *f, uint32_t n) VR_HIDDEN;
 
 /* Find an existing vfile without creating one; takes a reference. NULL if none. */
 struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
@@ -109,7 +117,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 
 /* The file whose oldest volatile range comes first in the global purge
  * order, with a reference taken; NULL when nothing is volatile anywhere. */
-struct vfile *vfile_pick_oldest(void) VR_HIDDEN;
+struct vfile *vfile_pick_oldest(struct rt_range *oldest) VR_HIDDEN;
 
 /* The file layer starts keeping state for f: it takes its own reference. */
 int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;

@@ -22,19 +22,30 @@ static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
 
 uint64_t purge_run(uint64_t bytes)
 {
-	uint64_t freed = 0, pages = 0;
+	uint64_t freed = 0, pages = 0, pass_start;
+	struct rt_range oldest;
 
 	if (bytes == 0)
 		return 0;
 	vr_init_basic();
 	pthread_mutex_lock(&purge_lock);
+	/*
+	 * A pass considers what was volatile when it began: anonymous pages
+	 * that held no data are put back at the end of the order, and must
+	 * not be met again in the same pass.
+	 */
+	pass_start = vr_next_seq();
 	while (freed < bytes) {
 		uint64_t want = (bytes - freed + vr_page_size - 1) >> vr_page_shift;
-		struct vfile *f = vfile_pick_oldest();
+		struct vfile *f = vfile_pick_oldest(&oldest);
 		int r;
 
 		if (!f)
 			break;
+		if (oldest.seq > pass_start) {
+			vfile_put(f);
+			break;
+		}
 		r = vfile_purge_oldest(f, want ? want : 1, &freed, &pages);
 		vfile_put(f);
 		if (r < 0)

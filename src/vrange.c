@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "any_mapping.h"
 #include "config.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -123,8 +124,10 @@ int vrange(void *addr, size_t len, int mode, int *purged)
 	if (!addr || (uintptr_t)addr > UINTPTR_MAX - len)
 		return -ENOENT;
 	r = region_lookup(addr, len, &partly);
-	if (!r)
+	if (partly)
 		return -ENOENT;
+	if (!r)
+		return anymap_vrange(addr, len, mode, purged);
 	off = (size_t)((char *)addr - r->map.base);
 	if (mode == VRANGE_VOLATILE)
 		return vrange_mark_volatile(r, off, len);

@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * any_mapping.c - vrange() on memory the library did not create.
+ *
+ * Private anonymous memory has one state for the whole address space: a
+ * vfile whose "pages" are virtual page numbers, purged with MADV_DONTNEED.
+ * MAP_SHARED mappings of shared-memory files map to that file's own state
+ * (contract section 1), so a purge punches the file.
+ *
+ * The first vrange() on a mapping asks the kernel what it is (vma_query) and
+ * remembers the answer in a table of known mappings; later calls on known
+ * memory make no system call.  Before a purge discards anonymous memory it
+ * checks that the address still holds the mapping that was marked: the
+ * mapping is registered (write-protect mode, which traps nothing) with a
+ * userfaultfd of ours when it is first seen, and that registration vanishes
+ * with munmap, so a later mapping at the same address fails the check and
+ * is never touched.  Where userfaultfd is unusable the check falls back to
+ * "still private anonymous memory", which the design notes call out.
+ *
+ * The same userfaultfd gives SIGBUS mode: a resident page is discarded under
+ * a MISSING registration with UFFD_FEATURE_SIGBUS (a touch meanwhile raises
+ * SIGBUS), then poisoned (UFFDIO_POISON: SIGBUS on touch) and the
+ * registration put back to write-protect only, so the mapping merges again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "any_mapping.h"
+#include "file_state.h"
+#include "shmem.h"
+#include "uffd_purge.h"
+#include "vma_query.h"
+#include "vrange.h"
+
+/* Linux 6.6 uapi; our headers are 6.1. */
+#ifndef UFFD_FEATURE_POISON
+#define UFFD_FEATURE_POISON (1 << 14)
+#endif
+#ifndef UFFDIO_POISON
+struct uffdio_poison {
+	struct uffdio_range range;
+	__u64 mode;
+	__s64 updated;
+};
+#define UFFDIO_POISON _IOWR(UFFDIO, 0x08, struct uffdio_poison)
+#endif
+
+/* A mapping classified once; entries never overlap, sorted by start. */
+struct known {
+	uintptr_t start, end;
+	struct vfile *file;   /* shared file mapping: the file; NULL for anon */
+	uint64_t pgoff;       /* file page of start */
+	bool wp;              /* anon: identity registration in place */
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_rwlock_t known_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct known *known;
+static size_t nknown, capknown;
+static struct vfile *anon_file;
+static int anon_uffd = -1;
+
+/* ---- the userfaultfd that gives identity and SIGBUS mode ---------------- */
+
+static int uffd_open(void)
+{
+	struct uffdio_api api = {
+		.api = UFFD_API,
+		.features = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_POISON,
+	};
+	int fd;
+
+	if (!uffd_available())
+		return -1;
+	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) /* unprivileged: only user-mode faults may be handled */
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* UFFD_USER_MODE_ONLY */);
+	if (fd < 0)
+		return -1;
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int uffd_register(uintptr_t a, uintptr_t b, __u64 mode)
+{
+	struct uffdio_register reg = { .range = { a, b - a }, .mode = mode };
+
+	return ioctl(anon_uffd, UFFDIO_REGISTER, &reg) < 0 ? -errno : 0;
+}
+
+/* Is [a, b) still registered with us, i.e. the mapping that was marked? */
+static bool identity_holds(uintptr_t a, uintptr_t b)
+{
+	struct uffdio_writeprotect wp = { .range = { a, b - a }, .mode = 0 };
+
+	return ioctl(anon_uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
+}
+
+static void anon_child_after_fork(void);
+
+static void init_once(void)
+{
+	anon_file = vfile_new_anon();
+	anon_uffd = uffd_open();
+	pthread_atfork(NULL, NULL, anon_child_after_fork);
+}
+
+/* ---- the table of known mappings --------------------------------------- */
+
+/* Index of the entry containing addr, or of the first entry above it. */
+static size_t known_search(uintptr_t addr)
+{
+	size_t lo = 0, hi = nknown;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (known[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Copy of the entry containing addr; false if none.  Signal-safe. */
+static bool known_get(uintptr_t addr, struct known *out)
+{
+	bool found = false;
+	size_t i;
+
+	pthread_rwlock_rdlock(&known_lock);
+	i = known_search(addr);
+	if (i < nknown && known[i].start <= addr) {
+		*out = known[i];
+		found = true;
+	}
+	pthread_rwlock_unlock(&known_lock);
+	return found;
+}
+
+/* Add k, clipped to the gap around k->start; takes over k->file. */
+static int known_add(struct known *k)
+{
+	size_t i;
+	int r = 0;
+
+	pthread_rwlock_wrlock(&known_lock);
+	i = known_search(k->start);
+	if (i < nknown && known[i].start <= k->start)
+		goto drop; /* raced with another thread: it is known now */
+	if (i < nknown && known[i].start < k->end)
+		k->end = known[i].start;
+	if (nknown == capknown) {
+		size_t cap = capknown ? capknown * 2 : 32;
+		void *p = realloc(known, cap * sizeof(*known));
+
+		if (!p) {
+			r = -ENOMEM;
+			goto drop;
+		}
+		known = p;
+		capknown = cap;
+	}
+	memmove(&known[i + 1], &known[i], (nknown - i) * sizeof(*known));
+	known[i] = *k;
+	nknown++;
+	pthread_rwlock_unlock(&known_lock);
+	return 0;
+drop:
+	pthread_rwlock_unlock(&known_lock);
+	vfile_put(k->file);
+	return r;
+}
+
+/* Forget every known anonymous mapping overlapping [a, b). */
+static void known_forget_anon(uintptr_t a, uintptr_t b)
+{
+	size_t i, j;
+
+	pthread_rwlock_wrlock(&known_lock);
+	for (i = j = 0; i < nknown; i++) {
+		if (!known[i].file && known[i].start < b && a < known[i].end)
+			continue;
+		known[j++] = known[i];
+	}
+	nknown = j;
+	pthread_rwlock_unlock(&known_lock);
+}
+
+/* ---- classifying a mapping the first time -------------------------------- */
+
+static bool is_special(const struct vma *v)
+{
+	/* [vdso], [vvar], [vvar_vclock], [vsyscall]: the kernel's own. */
+	return v->name[0] == '[' && v->name[1] == 'v';
+}
+
+/* A descriptor for the file behind a shared mapping, or -errno. */
+static int open_mapped_file(const struct vma *v)
+{
+	char path[64];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx",
+		 (unsigned long)v->start, (unsigned long)v->end);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	/* map_files needs CAP_SYS_ADMIN; a path that still names it will do. */
+	if (v->name[0] != '/')
+		return -EOPNOTSUPP;
+	fd = open(v->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -EOPNOTSUPP;
+	if (fstat(fd, &st) < 0 || st.st_ino != v->inode || st.st_dev != v->dev) {
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	return fd;
+}
+
+static int classify_shared(const struct vma *v, struct known *k)
+{
+	struct stat st;
+	struct vfile *f = vfile_find(v->dev, (ino_t)v->inode);
+	int fd, r;
+
+	if (!f) {
+		fd = open_mapped_file(v);
+		if (fd < 0)
+			return fd;
+		r = shmem_check_fd(fd, &st);
+		if (r == 0)
+			r = vfile_get(fd, &st, &f);
+		close(fd);
+		if (r < 0)
+			return r == -EBADF ? -EOPNOTSUPP : r;
+	}
+	k->file = f;
+	k->pgoff = v->offset >> vr_page_shift;
+	return 0;
+}
+
+/* Learn the mapping at addr; 0 (now known), -ENOENT, -EOPNOTSUPP, -errno. */
+static int classify(uintptr_t addr)
+{
+	struct known k = { 0 };
+	struct vma v;
+	int r = vma_query(addr, &v);
+
+	if (r < 0)
+		return r;
+	if (is_special(&v))
+		return -EOPNOTSUPP;
+	k.start = v.start;
+	k.end = v.end;
+	if (v.shared) {
+		r = classify_shared(&v, &k);
+		if (r < 0)
+			return r;
+	} else if (v.inode != 0) {
+		return -EOPNOTSUPP; /* a private file mapping */
+	} else if (anon_uffd >= 0) {
+		k.wp = uffd_register(k.start, k.end, UFFDIO_REGISTER_MODE_WP) == 0;
+	}
+	return known_add(&k);
+}
+
+/* ---- vrange() ------------------------------------------------------------ */
+
+/*
+ * Check that every page of [a, b) is mapped and of an accepted kind,
+ * learning unknown mappings on the way.  -ENOENT wins over -EOPNOTSUPP.
+ */
+static int validate(uintptr_t a, uintptr_t b)
+{
+	int refused = 0;
+
+	while (a < b) {
+		struct known k;
+		struct vma v;
+
+		if (!known_get(a, &k)) {
+			int r = classify(a);
+
+			if (r == -EOPNOTSUPP) {
+				refused = r;
+				if (vma_query(a, &v) < 0)
+					return -ENOENT;
+				a = v.end;
+				continue;
+			}
+			if (r < 0)
+				return r;
+			if (!known_get(a, &k))
+				return -ENOENT;
+		}
+		if (k.file && k.file->shared &&
+		    k.pgoff + ((b < k.end ? b : k.end) - k.start) / vr_page_size >
+			    k.file->sh.user_pages)
+			return -EINVAL; /* reaches into a library file's metadata */
+		a = k.end;
+	}
+	return refused;
+}
+
+/* Apply a mark to the known memory [a, b); pages already validated. */
+static int apply(uintptr_t a, uintptr_t b, int mode, bool *was_purged)
+{
+	while (a < b) {
+		struct known k;
+		uintptr_t e;
+		uint64_t ps, pe;
+		int r;
+
+		if (!known_get(a, &k))
+			return -ENOENT;
+		e = b < k.end ? b : k.end;
+		ps = a >> vr_page_shift;
+		pe = e >> vr_page_shift;
+		if (k.file) {
+			ps = k.pgoff + ((a - k.start) >> vr_page_shift);
+			pe = ps + ((e - a) >> vr_page_shift);
+		}
+		if (mode == VRANGE_VOLATILE) {
+			r = vfile_mark_volatile(k.file ? k.file : anon_file, ps, pe, 0);
+		} else {
+			r = vfile_mark_nonvolatile(k.file ? k.file : anon_file, ps, pe);
+			*was_purged |= r == VRANGE_PURGED;
+		}
+		if (r < 0)
+			return r;
+		a = e;
+	}
+	return 0;
+}
+
+int anymap_vrange(void *addr, size_t len, int mode, int *purged)
+{
+	uintptr_t mask = vr_page_size - 1, a = (uintptr_t)addr;
+	uintptr_t oa = a & ~mask, ob = (a + len + mask) & ~mask;
+	bool was_purged = false;
+	int r;
+
+	vr_init();
+	pthread_once(&once, init_once);
+	if (!anon_file)
+		return -ENOMEM;
+	if (ob < oa)
+		return -ENOENT; /* wraps around the top of the address space */
+	r = validate(oa, ob);
+	if (r < 0)
+		return r;
+	if (mode == VRANGE_VOLATILE) {
+		/* Inward: a partly covered page may hold bytes still needed. */
+		uintptr_t ia = (a + mask) & ~mask, ib = (a + len) & ~mask;
+
+		return ia < ib ? apply(ia, ib, mode, &was_purged) : 0;
+	}
+	r = apply(oa, ob, mode, &was_purged);
+	if (r == 0 && purged)
+		*purged = was_purged;
+	return r;
+}
+
+/* ---- purging ------------------------------------------------------------- */
+
+/* Discard the resident pages [a, b) of a mapping whose identity holds. */
+static void discard_resident(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus)
+{
+	struct uffdio_poison po = { .range = { a, b - a } };
+
+	rt_mark_purged(&f->tree, a >> vr_page_shift, b >> vr_page_shift, NULL);
+	if (sigbus && uffd_register(a, b, UFFDIO_REGISTER_MODE_MISSING |
+					      UFFDIO_REGISTER_MODE_WP) == 0) {
+		/* From here a touch raises SIGBUS: never a silent zero page. */
+		madvise((void *)a, b - a, MADV_DONTNEED);
+		ioctl(anon_uffd, UFFDIO_POISON, &po);
+		struct uffdio_range ur = { a, b - a };
+		ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur);
+		uffd_register(a, b, UFFDIO_REGISTER_MODE_WP);
+		return;
+	}
+	madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Split [a, b) by residency: discard what holds data, re-queue the rest. */
+static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus,
+			  uint64_t *freed)
+{
+	unsigned char vec[VFILE_CHUNK_BYTES / 4096];
+	size_t n = (b - a) >> vr_page_shift;
+
+	if (n > sizeof(vec) || mincore((void *)a, b - a, vec) < 0)
+		memset(vec, 1, n < sizeof(vec) ? n : sizeof(vec));
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		bool resident = vec[i] & 1;
+
+		while (j < n && (vec[j] & 1) == resident)
+			j++;
+		uintptr_t ra = a + (i << vr_page_shift), rb = a + (j << vr_page_shift);
+		if (resident) {
+			discard_resident(f, ra, rb, sigbus);
+			*freed += rb - ra;
+		} else {
+			/* Held no data: nothing to free, nothing to signal. */
+			rt_mark_volatile(&f->tree, ra >> vr_page_shift,
+					 rb >> vr_page_shift, 0, vr_next_seq(), NULL);
+		}
+		i = j;
+	}
+}
+
+void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
+{
+	uintptr_t a = (uintptr_t)start << vr_page_shift;
+	uintptr_t b = (uintptr_t)end << vr_page_shift;
+
+	while (a < b) {
+		struct known k;
+		struct vma v;
+		uintptr_t e;
+		bool same;
+
+		if (vma_query(a, &v) < 0) {
+			/* Unmapped: its state is forgotten (contract 5). */
+			rt_clear(&f->tree, a >> vr_page_shift, end, NULL, NULL);
+			known_forget_anon(a, b);
+			return;
+		}
+		e = v.end < b ? v.end : b;
+		same = !v.shared && v.inode == 0 && !is_special(&v) &&
+		       known_get(a, &k) && !k.file &&
+		       (!k.wp || identity_holds(a, e));
+		if (same) {
+			discard_piece(f, a, e, k.wp, freed);
+		} else {
+			rt_clear(&f->tree, a >> vr_page_shift, e >> vr_page_shift,
+				 NULL, NULL);
+			known_forget_anon(a, e);
+		}
+		a = e;
+	}
+}
+
+void anymap_unpoison(uint64_t start, uint64_t end)
+{
+	uintptr_t a = (uintptr_t)start << vr_page_shift;
+	uintptr_t b = (uintptr_t)end << vr_page_shift;
+	struct known k;
+
+	/* Only memory that is provably still ours: never zap a newcomer. */
+	if (anon_uffd < 0 || !known_get(a, &k) || !k.wp || b > k.end ||
+	    !identity_holds(a, b))
+		return;
+	madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+static int child_clear_purged(const struct rt_range *rr, void *arg)
+{
+	(void)arg;
+	/* The child inherited the poison markers; its copy is plain memory. */
+	if (rr->state == RT_PURGED)
+		madvise((void *)(uintptr_t)(rr->start << vr_page_shift),
+			(size_t)(rr->end - rr->start) << vr_page_shift, MADV_DONTNEED);
+	return 0;
+}
+
+/*
+ * The child's copy of private anonymous memory is ordinary memory with no
+ * library state (contract 5): pages the parent had purged read zeros and
+ * never signal; its userfaultfd registrations did not survive fork.
+ */
+static void anon_child_after_fork(void)
+{
+	if (!anon_file)
+		return;
+	rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
+	rt_clear(&anon_file->tree, 0, UINT64_MAX >> 1, NULL, NULL);
+	for (size_t i = 0; i < nknown; i++)
+		if (known[i].file)
+			vfile_put(known[i].file);
+	nknown = 0;
+	if (anon_uffd >= 0)
+		close(anon_uffd);
+	anon_uffd = -1;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * any_mapping.h - vrange() on memory the library did not create (contract
+ * section 5): private anonymous memory, and MAP_SHARED mappings of
+ * shared-memory files the application mapped itself (internal).
+ */
+#ifndef VRANGE_ANY_MAPPING_H
+#define VRANGE_ANY_MAPPING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "env.h"
+
+struct vfile;
+
+/* vrange() for an address range outside every region. */
+int anymap_vrange(void *addr, size_t len, int mode, int *purged) VR_HIDDEN;
+
+/*
+ * The purge engine's discard step for the anonymous-memory state (pages are
+ * virtual page numbers).  Caller holds f->lock.  Verifies that the memory
+ * is still what was marked, frees resident pages, leaves pages that hold no
+ * data volatile (they are put at the back of the purge order).
+ */
+void anymap_discard(struct vfile *f, uint64_t start, uint64_t end,
+		    uint64_t *freed) VR_HIDDEN;
+
+/* mark_nonvolatile found purged anonymous pages: fault fresh zero pages
+ * there from now on.  Async-signal-safe. */
+void anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
+
+#endif
