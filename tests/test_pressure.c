@@ -1,0 +1,876 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_pressure - the pressure monitor: start/stop rules, every pressure
+ * source this machine offers (PSI, memcg v1 in a child cgroup, meminfo
+ * forced and for real in a mount namespace without /proc/pressure and
+ * cgroups), the policy driven through fake /proc and /sys files
+ * (VRANGE_FS_ROOT), the budget, an idle process losing nothing, and the
+ * survival pair in a 256 MiB memory cgroup.
+ *
+ * Every case runs in its own forked child (CK_FORK) that has not used the
+ * library yet, so setting the environment at the top of a case is what the
+ * library reads "once, at first use".
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <vrange.h>
+
+#include "test_main.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void get_stats(struct vrange_stats *st)
+{
+	ck_assert_int_eq(vrange_get_stats(st), 0);
+}
+
+static uint64_t resident(vrange_region *r)
+{
+	struct stat st;
+
+	ck_assert_int_eq(fstat(vrange_region_fd(r), &st), 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
+/* A region of size bytes, every page touched with a pattern. */
+static vrange_region *touched_region(size_t size, int pattern)
+{
+	vrange_region *r = NULL;
+
+	ck_assert_int_eq(vrange_region_create("test-pressure", size, VRANGE_ACCESS_ZERO, &r), 0);
+	memset(vrange_region_base(r), pattern, size);
+	return r;
+}
+
+static int write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* Count this process's descriptors whose link names contain what. */
+static int count_fds(const char *what)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d))) {
+		char p[300], link[512];
+		ssize_t len;
+
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		len = readlink(p, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = '\0';
+		n += strstr(link, what) != NULL;
+	}
+	closedir(d);
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory cgroups the tests create */
+
+struct cg {
+	char dir[512];
+	bool v2;
+};
+
+static bool find_mount(bool v2, char *out, size_t n)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char mnt[256], fstype[64], super[512];
+		const char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %255s", mnt) != 1 ||
+		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) != 2)
+			continue;
+		if (v2 ? !strcmp(fstype, "cgroup2")
+		       : !strcmp(fstype, "cgroup") && strstr(super, "memory")) {
+			snprintf(out, n, "%s", mnt);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* A fresh memory cgroup with a hard limit: v1 if mounted, else v2.  0, or
+ * -1 with the reason in why (the case then skips). */
+static int cg_create(struct cg *cg, uint64_t limit, bool v1_only, char *why, size_t wn)
+{
+	static int seq;
+	char mnt[256], path[600], val[32];
+
+	snprintf(val, sizeof(val), "%" PRIu64, limit);
+	snprintf(why, wn, "no memory cgroup hierarchy is mounted");
+	if (find_mount(false, mnt, sizeof(mnt))) {
+		snprintf(cg->dir, sizeof(cg->dir), "%s/vrange-test-%d-%d", mnt,
+			 (int)getpid(), ++seq);
+		cg->v2 = false;
+		if (mkdir(cg->dir, 0755) == 0) {
+			snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", cg->dir);
+			if (write_file(path, val) == 0)
+				return 0;
+			rmdir(cg->dir);
+		}
+		snprintf(why, wn, "cannot create a v1 memory cgroup in %.100s: %s", mnt,
+			 strerror(errno));
+	}
+	if (v1_only || !find_mount(true, mnt, sizeof(mnt)))
+		return -1;
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", mnt);
+	write_file(path, "+memory");
+	snprintf(cg->dir, sizeof(cg->dir), "%s/vrange-test-%d-%d", mnt, (int)getpid(), ++seq);
+	cg->v2 = true;
+	if (mkdir(cg->dir, 0755) == 0) {
+		snprintf(path, sizeof(path), "%s/memory.max", cg->dir);
+		if (write_file(path, val) == 0) {
+			snprintf(path, sizeof(path), "%s/memory.swap.max", cg->dir);
+			write_file(path, "0");
+			return 0;
+		}
+		rmdir(cg->dir);
+	}
+	snprintf(why, wn, "no memory cgroup can be created (v1 absent, v2 %.100s: %s)", mnt,
+		 strerror(errno));
+	return -1;
+}
+
+static int cg_enter(const struct cg *cg, pid_t pid)
+{
+	char path[600], val[32];
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir);
+	snprintf(val, sizeof(val), "%d", (int)pid);
+	return write_file(path, val);
+}
+
+static void cg_remove(const struct cg *cg)
+{
+	/* Charges of a dead child go away asynchronously: retry a little. */
+	for (int i = 0; i < 250 && rmdir(cg->dir) < 0 && errno == EBUSY; i++)
+		usleep(20000);
+}
+
+/*
+ * Run fn in a child moved into cg (it is moved before fn runs); the wait
+ * status.  The child's result is its exit status (0 good).
+ */
+static int run_in_cgroup(const struct cg *cg, int (*fn)(void *), void *arg)
+{
+	int sync[2], status = -1;
+	pid_t pid;
+	char c = 0;
+
+	ck_assert_int_eq(pipe(sync), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(sync[1]);
+		if (read(sync[0], &c, 1) != 1 || c != 'g')
+			_exit(90);
+		_exit(fn(arg));
+	}
+	close(sync[0]);
+	c = cg_enter(cg, pid) == 0 ? 'g' : 'x';
+	ck_assert_int_eq(write(sync[1], &c, 1), 1);
+	close(sync[1]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+/* ------------------------------------------------------------------ */
+/* Start / stop rules */
+
+START_TEST(test_start_stop_rules)
+{
+	struct vrange_monitor_opts o;
+	struct vrange_stats st;
+
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "none");
+	ck_assert_int_eq(vrange_monitor_stop(), 0);          /* not running */
+
+	memset(&o, 0, sizeof(o));
+	o.struct_size = sizeof(size_t);                       /* too small */
+	ck_assert_int_eq(vrange_monitor_start(&o), -EINVAL);
+	o.struct_size = sizeof(o);
+	o.flags = 1u << 7;                                     /* unknown flag */
+	ck_assert_int_eq(vrange_monitor_start(&o), -EINVAL);
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "none");
+
+	o.flags = 0;                                           /* zero fields: defaults */
+	ck_assert_int_eq(vrange_monitor_start(&o), 0);
+	ck_assert_int_eq(vrange_monitor_start(&o), -EALREADY);
+	ck_assert_int_eq(vrange_monitor_start(NULL), -EALREADY);
+	get_stats(&st);
+	ck_assert_str_ne(st.pressure_source, "none");
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "none");
+
+	/* A larger (future) struct is accepted; restart works. */
+	struct { struct vrange_monitor_opts o; uint64_t later; } big;
+	memset(&big, 0, sizeof(big));
+	big.o.struct_size = sizeof(big);
+	big.o.flags = VRANGE_MONITOR_NO_PSI | VRANGE_MONITOR_NO_CGROUP;
+	ck_assert_int_eq(vrange_monitor_start(&big.o), 0);
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "meminfo");
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+
+	/* Start/stop many times: no descriptor or thread is left behind. */
+	int before = count_fds("anon_inode:[eventfd]");
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+		ck_assert_int_eq(vrange_monitor_stop(), 0);
+	}
+	ck_assert_int_eq(count_fds("anon_inode:[eventfd]"), before);
+	ck_assert_int_eq(count_fds("pressure"), 0);
+}
+END_TEST
+
+START_TEST(test_autostart_env)
+{
+	struct vrange_stats st;
+	vrange_region *r;
+
+	/* Read once at first use: this child has not used the library yet. */
+	setenv("VRANGE_MONITOR", "1", 1);
+	setenv("VRANGE_BUDGET", "8M", 1);
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "none");  /* stats alone start nothing */
+	r = touched_region(32 * MiB, 0x11);
+	get_stats(&st);
+	ck_assert_str_ne(st.pressure_source, "none");
+	ck_assert_int_eq(vrange_monitor_start(NULL), -EALREADY);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, 32 * MiB), 0);
+	for (uint64_t end = now_ms() + 10000; resident(r) > 8 * MiB && now_ms() < end;)
+		usleep(10000);
+	ck_assert_uint_le(resident(r), 8 * MiB);
+	ck_assert_int_eq(vrange_region_destroy(r), 0);
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Sources, for real */
+
+START_TEST(test_psi_source)
+{
+	struct vrange_monitor_opts o = { .struct_size = sizeof(o),
+					 .flags = VRANGE_MONITOR_NO_CGROUP };
+	struct vrange_stats st;
+	int fd = open("/proc/pressure/memory", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	bool one_second_refused;
+
+	if (fd < 0)
+		TEST_SKIP("no writable /proc/pressure/memory: %s", strerror(errno));
+	/* Does the kernel here refuse the default 1 s window (it does where
+	 * only multiples of 2 s are taken)?  Then the monitor must step. */
+	one_second_refused = write(fd, "some 100000 1000000", 20) < 0 && errno == EINVAL;
+	close(fd);
+	fprintf(stderr, "PSI: 1 s window %s here\n", one_second_refused ? "refused" : "taken");
+
+	ck_assert_int_eq(vrange_monitor_start(&o), 0);
+	get_stats(&st);
+	ck_assert_msg(!strcmp(st.pressure_source, "psi") ||
+		      !strcmp(st.pressure_source, "psi-cgroup"),
+		      "source %s", st.pressure_source);
+	/* The trigger is held open by the monitor. */
+	ck_assert_int_ge(count_fds("/proc/pressure/memory") +
+			 count_fds("memory.pressure"), 1);
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	ck_assert_int_eq(count_fds("/proc/pressure/memory"), 0);
+
+	/* NO_PSI: nothing of PSI is opened. */
+	o.flags = VRANGE_MONITOR_NO_PSI;
+	ck_assert_int_eq(vrange_monitor_start(&o), 0);
+	ck_assert_int_eq(count_fds("/proc/pressure/memory"), 0);
+	get_stats(&st);
+	ck_assert_str_ne(st.pressure_source, "psi");
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+}
+END_TEST
+
+static int v1_child(void *arg)
+{
+	struct vrange_stats st;
+	int before = count_fds("anon_inode:[eventfd]");
+
+	(void)arg;
+	if (vrange_monitor_start(NULL) != 0)
+		return 10;
+	if (vrange_get_stats(&st) != 0 || strcmp(st.pressure_source, "memcg-v1")) {
+		fprintf(stderr, "source %s, wanted memcg-v1\n", st.pressure_source);
+		return 11;
+	}
+	/* wake + warn and critical thresholds + pressure_level */
+	if (count_fds("anon_inode:[eventfd]") < before + 4) {
+		fprintf(stderr, "only %d eventfds armed\n",
+			count_fds("anon_inode:[eventfd]") - before);
+		return 12;
+	}
+	if (count_fds("memory.usage_in_bytes") != 1 ||
+	    count_fds("memory.pressure_level") != 1)
+		return 13;
+	vrange_monitor_stop();
+	if (count_fds("anon_inode:[eventfd]") != before)
+		return 14;
+	return 0;
+}
+
+START_TEST(test_memcg_v1_source)
+{
+	struct cg cg;
+	char why[256];
+	int status;
+
+	if (cg_create(&cg, 512 * MiB, true, why, sizeof(why)) < 0)
+		TEST_SKIP("%s", why);
+	status = run_in_cgroup(&cg, v1_child, NULL);
+	cg_remove(&cg);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child status 0x%x", status);
+}
+END_TEST
+
+START_TEST(test_meminfo_forced)
+{
+	struct vrange_stats st;
+
+	setenv("VRANGE_PRESSURE", "meminfo", 1);
+	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "meminfo");
+	ck_assert_int_eq(count_fds("/proc/pressure"), 0);
+	ck_assert_int_eq(count_fds("/proc/meminfo"), 1);
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+}
+END_TEST
+
+START_TEST(test_meminfo_real_fallback)
+{
+	pid_t pid = fork();
+	int status;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct vrange_stats st;
+
+		/* A mount namespace where PSI and the cgroup trees are hidden
+		 * under empty tmpfs mounts, as in a bare container. */
+		if (unshare(CLONE_NEWNS) < 0)
+			_exit(77);
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			_exit(77);
+		if (access("/proc/pressure", F_OK) == 0 &&
+		    mount("none", "/proc/pressure", "tmpfs", 0, NULL) < 0)
+			_exit(77);
+		if (mount("none", "/sys/fs/cgroup", "tmpfs", 0, NULL) < 0)
+			_exit(77);
+		if (vrange_monitor_start(NULL) != 0)
+			_exit(10);
+		vrange_get_stats(&st);
+		if (strcmp(st.pressure_source, "meminfo")) {
+			fprintf(stderr, "source %s, wanted meminfo\n", st.pressure_source);
+			_exit(11);
+		}
+		vrange_monitor_stop();
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		TEST_SKIP("cannot unshare the mount namespace and mount tmpfs here");
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Policy, driven through fake /proc and /sys files (VRANGE_FS_ROOT) */
+
+struct fake {
+	char root[256];
+};
+
+static void fake_put(struct fake *f, const char *rel, const char *content)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s%s", f->root, rel);
+	for (char *p = path + strlen(f->root) + 1; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		mkdir(path, 0755);
+		*p = '/';
+	}
+	ck_assert_int_eq(write_file(path, content), 0);
+}
+
+/* Rewrite a number in place (same width), as the kernel's files change:
+ * the monitor keeps such files open. */
+static void fake_num(struct fake *f, const char *rel, uint64_t v)
+{
+	char path[512], buf[32];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s%s", f->root, rel);
+	snprintf(buf, sizeof(buf), "%020" PRIu64 "\n", v);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, buf, strlen(buf), 0), (ssize_t)strlen(buf));
+	close(fd);
+}
+
+static void fake_meminfo(struct fake *f, uint64_t total, uint64_t avail)
+{
+	char buf[256];
+	char path[512];
+	int fd;
+
+	snprintf(buf, sizeof(buf), "MemTotal: %20" PRIu64 " kB\nMemFree: %20" PRIu64
+		 " kB\nMemAvailable: %20" PRIu64 " kB\n", total >> 10, avail >> 10,
+		 avail >> 10);
+	snprintf(path, sizeof(path), "%s/proc/meminfo", f->root);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, buf, strlen(buf), 0), (ssize_t)strlen(buf));
+	close(fd);
+}
+
+static void fake_setup(struct fake *f, bool v2)
+{
+	snprintf(f->root, sizeof(f->root), "/tmp/vrange-fake-%d", (int)getpid());
+	mkdir(f->root, 0755);
+	fake_put(f, "/proc/self/cgroup", v2 ? "0::/app\n" : "");
+	fake_put(f, "/proc/self/mountinfo", v2 ?
+		 "30 20 0:26 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n" : "");
+	fake_meminfo(f, 16ull << 30, 15ull << 30);
+	if (v2) {
+		fake_put(f, "/sys/fs/cgroup/app/memory.max", "1073741824\n");
+		fake_put(f, "/sys/fs/cgroup/app/memory.high", "max\n");
+		fake_put(f, "/sys/fs/cgroup/app/memory.events", "low 0\nhigh 0\nmax 0\noom 0\n");
+		fake_num(f, "/sys/fs/cgroup/app/memory.current", 100 * MiB);
+	}
+	setenv("VRANGE_FS_ROOT", f->root, 1);
+}
+
+static void fake_teardown(struct fake *f)
+{
+	char cmd[300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Wait until something was purged; the stats then. */
+static void wait_purge(struct vrange_stats *st, uint64_t deadline_ms)
+{
+	uint64_t end = now_ms() + deadline_ms;
+
+	do {
+		get_stats(st);
+		if (st->purged_total)
+			return;
+		usleep(500);
+	} while (now_ms() < end);
+}
+
+START_TEST(test_policy_cgroup_v2)
+{
+	struct fake f;
+	struct vrange_stats st;
+	vrange_region *r;
+	const uint64_t vol = 256 * MiB, limit = 1024 * MiB, head = 64 * MiB;
+
+	fake_setup(&f, true);
+	r = touched_region(vol, 0x22);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, vol), 0);
+	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "memcg-v2");
+
+	/* Plenty (900 MiB left of 1 GiB): nothing happens. */
+	usleep(test_quick() ? 300000 : 1200000);
+	get_stats(&st);
+	ck_assert_uint_eq(st.purged_total, 0);
+	ck_assert_uint_eq(st.pressure_events, 0);
+
+	/* Inside the headroom, not critical: at least purge_percent (25 %)
+	 * and enough to get back to twice the headroom, not everything. */
+	uint64_t usage = limit - head + 24 * MiB;
+	fake_num(&f, "/sys/fs/cgroup/app/memory.current", usage);
+	wait_purge(&st, 10000);
+	ck_assert_uint_gt(st.purged_total, 0);
+	/* The purge "worked": the level is back to plenty. */
+	fake_num(&f, "/sys/fs/cgroup/app/memory.current", 100 * MiB);
+	usleep(300000);
+	get_stats(&st);
+	uint64_t need = usage + 2 * head - limit;
+	ck_assert_uint_ge(st.purged_total, need > vol / 4 ? need : vol / 4);
+	ck_assert_uint_lt(st.purged_total, vol);
+	ck_assert_uint_ge(st.pressure_events, 1);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, vol), VRANGE_PURGED);
+
+	/* Critical (8 MiB left): everything volatile goes. */
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, vol), 0);
+	fake_num(&f, "/sys/fs/cgroup/app/memory.current", limit - 8 * MiB);
+	for (uint64_t end = now_ms() + 10000; now_ms() < end; usleep(1000)) {
+		get_stats(&st);
+		if (st.purged_bytes == st.volatile_bytes)
+			break;
+	}
+	ck_assert_uint_eq(st.purged_bytes, st.volatile_bytes);
+	ck_assert_uint_le(resident(r), 64 * 1024); /* the file's own bookkeeping */
+
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	ck_assert_int_eq(vrange_region_destroy(r), 0);
+	fake_teardown(&f);
+}
+END_TEST
+
+START_TEST(test_policy_meminfo)
+{
+	struct fake f;
+	struct vrange_stats st;
+	vrange_region *r, *keep;
+	const uint64_t vol = 64 * MiB;
+
+	/* Nothing but /proc/meminfo exists under the fake root. */
+	fake_setup(&f, false);
+	keep = touched_region(8 * MiB, 0x77);
+	r = touched_region(vol, 0x33);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, vol), 0);
+	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+	get_stats(&st);
+	ck_assert_str_eq(st.pressure_source, "meminfo");
+
+	usleep(test_quick() ? 300000 : 1200000);
+	get_stats(&st);
+	ck_assert_uint_eq(st.purged_total, 0);
+
+	/* MemAvailable below the headroom (1 GiB of 16 GiB): a purge. */
+	fake_meminfo(&f, 16ull << 30, 900 * MiB);
+	wait_purge(&st, 10000);
+	fake_meminfo(&f, 16ull << 30, 15ull << 30);
+	usleep(300000);
+	get_stats(&st);
+	ck_assert_uint_ge(st.purged_total, vol / 4);
+	ck_assert_uint_ge(st.pressure_events, 1);
+
+	/* Critical: everything volatile, nothing else. */
+	fake_meminfo(&f, 16ull << 30, 100 * MiB);
+	for (uint64_t end = now_ms() + 10000; now_ms() < end; usleep(1000)) {
+		get_stats(&st);
+		if (st.purged_bytes == st.volatile_bytes)
+			break;
+	}
+	fake_meminfo(&f, 16ull << 30, 15ull << 30);
+	ck_assert_uint_eq(st.purged_bytes, st.volatile_bytes);
+	ck_assert_uint_ge(resident(keep), 8 * MiB);
+	for (size_t i = 0; i < 8 * MiB; i += 4096)
+		ck_assert_int_eq(((unsigned char *)vrange_region_base(keep))[i], 0x77);
+
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	vrange_region_destroy(r);
+	vrange_region_destroy(keep);
+	fake_teardown(&f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Budget */
+
+START_TEST(test_budget)
+{
+	struct vrange_stats st;
+	vrange_region *r = touched_region(64 * MiB, 0x44);
+
+	ck_assert_int_eq(vrange_set_budget(0), 0);
+	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, 64 * MiB), 0);
+	ck_assert_uint_ge(resident(r), 64 * MiB);
+	ck_assert_int_eq(vrange_set_budget(16 * MiB), 0);
+	/* "Within a second": poll with a generous deadline, assert the end. */
+	for (uint64_t end = now_ms() + 10000; resident(r) > 16 * MiB && now_ms() < end;)
+		usleep(5000);
+	ck_assert_uint_le(resident(r), 16 * MiB);
+	/* Oldest first, and not far below the budget. */
+	ck_assert_uint_ge(resident(r), 8 * MiB);
+	ck_assert_int_eq(vrange_is_volatile(r, 63 * MiB, 1 * MiB), 1);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 63 * MiB, 1 * MiB), VRANGE_INTACT);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, 1 * MiB), VRANGE_PURGED);
+	get_stats(&st);
+	ck_assert_uint_gt(st.purged_total, 0);
+
+	/* No budget: data refilled stays. */
+	ck_assert_int_eq(vrange_set_budget(0), 0);
+	memset(vrange_region_base(r), 0x45, 64 * MiB);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, 64 * MiB), 0);
+	usleep(500000);
+	ck_assert_uint_ge(resident(r), 64 * MiB);
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	ck_assert_int_eq(vrange_region_destroy(r), 0);
+}
+END_TEST
+
+START_TEST(test_budget_spares_nonvolatile)
+{
+	vrange_region *v = touched_region(32 * MiB, 0x55);
+	vrange_region *k = touched_region(32 * MiB, 0x66);
+	unsigned char *kb = vrange_region_base(k);
+
+	ck_assert_int_eq(vrange_mark_volatile(v, 0, 32 * MiB), 0);
+	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+	/* Unreachable budget: all volatile goes, non-volatile data stays. */
+	ck_assert_int_eq(vrange_set_budget(4 * MiB), 0);
+	for (uint64_t end = now_ms() + 10000; resident(v) > 64 * 1024 && now_ms() < end;)
+		usleep(5000);
+	/* Only the file's own bookkeeping pages remain. */
+	ck_assert_uint_le(resident(v), 64 * 1024);
+	usleep(500000);  /* the monitor keeps checking: still nothing else */
+	ck_assert_uint_ge(resident(k), 32 * MiB);
+	for (size_t i = 0; i < 32 * MiB; i += 4096)
+		ck_assert_int_eq(kb[i], 0x66);
+	ck_assert_int_eq(vrange_mark_nonvolatile(v, 0, 32 * MiB), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	vrange_region_destroy(v);
+	vrange_region_destroy(k);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Plenty of memory: nothing is purged */
+
+START_TEST(test_idle_keeps_cache)
+{
+	struct vrange_stats st;
+	const size_t size = test_quick() ? 64 * MiB : 256 * MiB;
+	vrange_region *r = touched_region(size, 0x12);
+
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, size), 0);
+	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+	get_stats(&st);
+	fprintf(stderr, "idle test: monitor source %s\n", st.pressure_source);
+	sleep(test_quick() ? 2 : 4);
+	get_stats(&st);
+	ck_assert_uint_eq(st.purged_total, 0);
+	ck_assert_uint_eq(st.pressure_events, 0);
+	ck_assert_uint_ge(resident(r), size);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, size), VRANGE_INTACT);
+	ck_assert_int_eq(vrange_monitor_stop(), 0);
+	vrange_region_destroy(r);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* fork and exit */
+
+START_TEST(test_fork_and_exit)
+{
+	struct vrange_stats st;
+	int status;
+	pid_t pid;
+
+	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* The child has no monitor thread, and may start its own. */
+		vrange_get_stats(&st);
+		if (strcmp(st.pressure_source, "none"))
+			_exit(10);
+		if (vrange_monitor_start(NULL) != 0)
+			_exit(11);
+		/* exit() with the monitor running stops it cleanly. */
+		exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+	get_stats(&st);
+	ck_assert_str_ne(st.pressure_source, "none");
+	/* Returning from the case exits this process with the monitor up. */
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Survival in a 256 MiB memory cgroup */
+
+struct survival {
+	bool vol;
+	uint64_t cache, alloc;
+	struct { volatile uint64_t allocated, purged; volatile int done; } *rep;
+};
+
+static int survival_child(void *arg)
+{
+	struct survival *s = arg;
+	struct vrange_stats st;
+	vrange_region *r;
+
+	if (vrange_region_create("survival", s->cache, VRANGE_ACCESS_ZERO, &r) < 0)
+		return 20;
+	memset(vrange_region_base(r), 0xcc, s->cache);
+	if (s->vol && vrange_mark_volatile(r, 0, s->cache) < 0)
+		return 21;
+	if (vrange_monitor_start(NULL) < 0)
+		return 22;
+	for (uint64_t done = 0; done < s->alloc; done += MiB) {
+		char *p = mmap(NULL, MiB, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return 23;
+		memset(p, 0x5a, MiB);
+		s->rep->allocated = done + MiB;
+	}
+	vrange_get_stats(&st);
+	s->rep->purged = st.purged_total;
+	/* The cache that is left is intact where not purged. */
+	if (s->vol && vrange_mark_nonvolatile(r, 0, s->cache) != VRANGE_PURGED)
+		return 24;
+	s->rep->done = 1;
+	return 0;
+}
+
+static int survival_run(bool vol, uint64_t *allocated, uint64_t *purged, char *why,
+			size_t wn)
+{
+	struct survival s = { .vol = vol, .cache = 192 * MiB, .alloc = 128 * MiB };
+	struct cg cg;
+	int status;
+
+	s.rep = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(s.rep, MAP_FAILED);
+	memset((void *)s.rep, 0, 4096);
+	if (cg_create(&cg, 256 * MiB, false, why, wn) < 0)
+		return -1;
+	status = run_in_cgroup(&cg, survival_child, &s);
+	cg_remove(&cg);
+	*allocated = s.rep->allocated;
+	*purged = s.rep->purged;
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0 && s.rep->done) &&
+	    WIFEXITED(status))
+		fprintf(stderr, "survival child exited with %d\n", WEXITSTATUS(status));
+	munmap((void *)s.rep, 4096);
+	return status;
+}
+
+START_TEST(test_survival_volatile)
+{
+	uint64_t allocated, purged;
+	char why[256];
+	int status;
+
+	if (getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("valgrind's own memory does not fit the 256 MiB cgroup");
+	status = survival_run(true, &allocated, &purged, why, sizeof(why));
+	if (status == -1)
+		TEST_SKIP("%s", why);
+	fprintf(stderr, "survival, volatile cache: status 0x%x, allocated %" PRIu64
+		" MiB, purged %" PRIu64 " MiB\n", status, allocated / MiB, purged / MiB);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the process with a volatile cache did not survive (status 0x%x, "
+		      "%" PRIu64 " MiB allocated)", status, allocated / MiB);
+	ck_assert_uint_eq(allocated, 128 * MiB);
+	/* It had to give back at least what did not fit. */
+	ck_assert_uint_ge(purged, 64 * MiB);
+}
+END_TEST
+
+START_TEST(test_survival_plain_is_killed)
+{
+	uint64_t allocated, purged;
+	char why[256];
+	int status;
+
+	if (getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("valgrind's own memory does not fit the 256 MiB cgroup");
+	status = survival_run(false, &allocated, &purged, why, sizeof(why));
+	if (status == -1)
+		TEST_SKIP("%s", why);
+	fprintf(stderr, "survival, plain cache: status 0x%x, allocated %" PRIu64 " MiB\n",
+		status, allocated / MiB);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		      "the process without a volatile cache was not OOM-killed (0x%x)",
+		      status);
+	ck_assert_uint_lt(allocated, 128 * MiB);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+	Suite *s = suite_create("pressure");
+	TCase *t = tcase_create("rules");
+
+	tcase_add_test(t, test_start_stop_rules);
+	tcase_add_test(t, test_autostart_env);
+	tcase_add_test(t, test_fork_and_exit);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("sources");
+	tcase_add_test(t, test_psi_source);
+	tcase_add_test(t, test_memcg_v1_source);
+	tcase_add_test(t, test_meminfo_forced);
+	tcase_add_test(t, test_meminfo_real_fallback);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("policy");
+	tcase_add_test(t, test_policy_cgroup_v2);
+	tcase_add_test(t, test_policy_meminfo);
+	tcase_add_test(t, test_idle_keeps_cache);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("budget");
+	tcase_add_test(t, test_budget);
+	tcase_add_test(t, test_budget_spares_nonvolatile);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("survival");
+	tcase_add_test(t, test_survival_volatile);
+	tcase_add_test(t, test_survival_plain_is_killed);
+	suite_add_tcase(s, t);
+	return s;
+}
