@@ -115,6 +115,8 @@ static uint32_t cap_for(size_t arena_bytes)
 	return (uint32_t)(slots - 1);
 }
 
+/* Only called after apply() saw enough free slots, so running out here means
+ * the header lied: -EIO. */
 static int alloc_node(struct rt_tree *t, uint32_t *out)
 {
 	struct rt_hdr *h = t->hdr;
@@ -127,7 +129,7 @@ static int alloc_node(struct rt_tree *t, uint32_t *out)
 		h->nfree--;
 	} else {
 		if (h->bump == 0 || h->bump > t->cap)
-			return h->bump ? -ENOMEM : -EIO;
+			return -EIO;
 		i = h->bump++;
 	}
 	memset(&t->nodes[i], 0, sizeof(t->nodes[i]));
@@ -613,8 +615,9 @@ static void transform(const struct pass *p, struct seg *s)
 		s->prio = p->prio;
 		s->seq = p->seq;
 	}
+	/* Age only means something for volatile pages. */
 	if (s->state != RT_VOLATILE)
-		s->prio = 0, s->seq = 0; /* age only means something if volatile */
+		s->prio = 0, s->seq = 0;
 }
 
 /* A fresh node for s, placed in order right after the last range written. */
@@ -1170,8 +1173,8 @@ static int chk_sub(struct chk *c, uint32_t x, uint32_t parent, int depth)
 		return -EIO;
 	if (n->color[c->w] != BLACK && n->color[c->w] != RED)
 		return -EIO;
-	if (n->color[c->w] == RED &&
-	    (color_of(c->t, c->w, l) != BLACK || color_of(c->t, c->w, r) != BLACK))
+	if (n->color[c->w] == RED && (color_of(c->t, c->w, l) != BLACK ||
+				      color_of(c->t, c->w, r) != BLACK))
 		return -EIO;
 	lh = chk_sub(c, l, x, depth + 1);
 	if (lh < 0)

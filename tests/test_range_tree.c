@@ -406,6 +406,7 @@ START_TEST(test_shapes_exhaustive)
 		{ K_PURGE, 0, 0, 0 },	  { K_UNPURGE, 0, 0, 'a' },
 		{ K_UNPURGE, 0, 0, 'c' },
 	};
+	const size_t nvariants = sizeof(variants) / sizeof(variants[0]);
 	const char *layout = layouts[_i];
 	char padded[32];
 
@@ -413,7 +414,7 @@ START_TEST(test_shapes_exhaustive)
 	snprintf(padded, sizeof(padded), "%s...", layout);
 	for (uint64_t s = 0; s <= strlen(padded); s++)
 		for (uint64_t e = s; e <= strlen(padded); e++)
-			for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+			for (size_t v = 0; v < nvariants; v++) {
 				struct sop op = variants[v];
 
 				op.s = s;
