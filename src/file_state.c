@@ -123,6 +123,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	if (!f)
 		return -ENOMEM;
 	f->fd = -1;
+	f->sh.meta_fd = -1;
 	f->dev = st->st_dev;
 	f->ino = st->st_ino;
 	f->refs = 1;
@@ -131,7 +132,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	if (r < 0)
 		goto fail;
 	f->fd = r;
-	r = vshared_open(f->fd, st, &f->sh, &f->tree);
+	r = vshared_open(f->fd, &f->sh, &f->tree);
 	if (r == 0)
 		r = arena_create(f);
 	else if (r == 1)
@@ -160,6 +161,7 @@ struct vfile *vfile_new_anon(void)
 	if (!f)
 		return NULL;
 	f->fd = -1;
+	f->sh.meta_fd = -1;
 	f->anon = true;
 	f->refs = 1; /* never dropped */
 	pthread_mutex_init(&f->lock, NULL);

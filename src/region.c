@@ -234,8 +234,11 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	fd = memfd_create(nbuf, MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	/* State inside the file: every process that maps it shares it. */
+	/* Shared state: every process that maps the file will share it.  A
+	 * file system without user xattrs leaves it process-local. */
 	ret = vshared_format(fd, rsize);
+	if (ret == -EOPNOTSUPP && ftruncate(fd, (off_t)rsize) == 0)
+		ret = 0;
 	if (ret < 0)
 		goto fail;
 	ret = region_open(fd, rsize, access, out);

@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shared_file.c - volatile state that lives inside the file (see the header
- * for the layout): formatting, recognising and attaching, and the robust
- * process-shared lock with recovery from a holder that died.
+ * shared_file.c - volatile state shared by every process holding a library
+ * file (see the header for where it lives): formatting, recognising and
+ * attaching, and the robust process-shared lock with recovery from a holder
+ * that died.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/xattr.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -14,8 +21,11 @@
 
 #include "shared_file.h"
 
-#define VSHARED_MAGIC "libvrange-state1"
-#define VSHARED_VERSION 1u
+#define VSHARED_MAGIC "libvrange-state2"
+#define VSHARED_VERSION 2u
+#define XATTR_NAME "user.vrange"
+#define XATTR_MAGIC "vrange2"
+#define MAX_HOLDERS 16
 /* Extra arena slots beyond one per page, so a full tree can still split. */
 #define ARENA_SLACK 16u
 /* How long a lock holder may keep others waiting before they give up. */
@@ -27,9 +37,20 @@ struct vshared_hdr {
 	uint32_t page_size;
 	uint64_t user_size;
 	uint64_t arena_bytes;
-	uint64_t file_size;
 	pthread_mutex_t lock;   /* process-shared, robust */
 	_Atomic uint32_t ready; /* set last, after everything above */
+};
+
+/* The attribute on the user's file: what the metadata is, who holds it. */
+struct vshared_xattr {
+	char magic[8];
+	uint32_t version;
+	uint32_t nholders;
+	uint64_t user_size;
+	uint64_t meta_dev, meta_ino;
+	struct {
+		int32_t pid, fd;
+	} h[MAX_HOLDERS];
 };
 
 static uint64_t round_page(uint64_t n)
@@ -37,15 +58,15 @@ static uint64_t round_page(uint64_t n)
 	return (n + vr_page_size - 1) & ~((uint64_t)vr_page_size - 1);
 }
 
-/* Arena size and total file size for a user area of user_size bytes. */
-static int layout(uint64_t user_size, uint64_t *arena_bytes, uint64_t *file_size)
+/* Arena size and metadata file size for a user area of user_size bytes. */
+static int layout(uint64_t user_size, uint64_t *arena_bytes, uint64_t *meta_size)
 {
 	uint64_t pages = round_page(user_size) >> vr_page_shift;
 
 	if (user_size == 0 || pages > UINT32_MAX - ARENA_SLACK)
 		return -EINVAL;
 	*arena_bytes = round_page(rt_arena_bytes((uint32_t)pages + ARENA_SLACK));
-	*file_size = round_page(user_size) + *arena_bytes + vr_page_size;
+	*meta_size = *arena_bytes + vr_page_size;
 	return 0;
 }
 
@@ -64,17 +85,19 @@ static int init_lock(pthread_mutex_t *m)
 	return -r;
 }
 
-static int map_meta(int fd, uint64_t user_size, uint64_t arena_bytes,
-		    struct vshared *s)
+static int map_meta(int mfd, uint64_t user_size, struct vshared *s)
 {
-	size_t bytes = arena_bytes + vr_page_size;
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		       (off_t)round_page(user_size));
+	uint64_t arena_bytes, meta_size;
+	void *p;
+	int r = layout(user_size, &arena_bytes, &meta_size);
 
+	if (r < 0)
+		return -EIO;
+	p = mmap(NULL, meta_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	s->map = p;
-	s->map_bytes = bytes;
+	s->map_bytes = meta_size;
 	s->hdr = (struct vshared_hdr *)((char *)p + arena_bytes);
 	s->user_size = user_size;
 	s->user_pages = round_page(user_size) >> vr_page_shift;
@@ -82,23 +105,47 @@ static int map_meta(int fd, uint64_t user_size, uint64_t arena_bytes,
 	return 0;
 }
 
-int vshared_format(int fd, uint64_t user_size)
+static size_t xattr_len(uint32_t nholders)
 {
-	struct vshared s;
+	return offsetof(struct vshared_xattr, h) + nholders * sizeof(((struct vshared_xattr *)0)->h[0]);
+}
+
+/* 1 and *x filled; 0 when the file has no attribute; -EIO if malformed. */
+static int read_xattr(int fd, struct vshared_xattr *x)
+{
+	ssize_t n = fgetxattr(fd, XATTR_NAME, x, sizeof(*x));
+
+	if (n < 0)
+		return errno == ENODATA || errno == EOPNOTSUPP ? 0 : -errno;
+	if ((size_t)n < xattr_len(0) || memcmp(x->magic, XATTR_MAGIC, sizeof(x->magic)) ||
+	    x->version != VSHARED_VERSION || x->nholders > MAX_HOLDERS ||
+	    (size_t)n != xattr_len(x->nholders) || x->user_size == 0)
+		return -EIO;
+	return 1;
+}
+
+static int write_xattr(int fd, const struct vshared_xattr *x)
+{
+	return fsetxattr(fd, XATTR_NAME, x, xattr_len(x->nholders), 0) < 0 ? -errno : 0;
+}
+
+/* Format a fresh metadata file for user_size bytes: its descriptor or -errno. */
+static int create_meta(uint64_t user_size)
+{
+	struct vshared s = { .meta_fd = -1 };
 	struct rt_tree t;
-	uint64_t arena_bytes, file_size;
+	int mfd = memfd_create("vrange-state", MFD_CLOEXEC);
 	int r;
 
-	vr_init_basic();
-	r = layout(user_size, &arena_bytes, &file_size);
-	if (r < 0)
-		return r;
-	if (ftruncate(fd, (off_t)file_size) < 0)
+	if (mfd < 0)
 		return -errno;
-	r = map_meta(fd, user_size, arena_bytes, &s);
-	if (r < 0)
-		return r;
-	r = rt_format(&t, s.map, arena_bytes);
+	r = layout(user_size, &s.arena_bytes, &s.map_bytes);
+	if (r == 0 && ftruncate(mfd, (off_t)s.map_bytes) < 0)
+		r = -errno;
+	if (r == 0)
+		r = map_meta(mfd, user_size, &s);
+	if (r == 0)
+		r = rt_format(&t, s.map, s.arena_bytes);
 	if (r == 0)
 		r = init_lock(&s.hdr->lock);
 	if (r == 0) {
@@ -106,67 +153,151 @@ int vshared_format(int fd, uint64_t user_size)
 		s.hdr->version = VSHARED_VERSION;
 		s.hdr->page_size = (uint32_t)vr_page_size;
 		s.hdr->user_size = user_size;
-		s.hdr->arena_bytes = arena_bytes;
-		s.hdr->file_size = file_size;
+		s.hdr->arena_bytes = s.arena_bytes;
 		atomic_store_explicit(&s.hdr->ready, 1, memory_order_release);
 	}
 	vshared_close(&s);
-	return r;
+	if (r < 0) {
+		close(mfd);
+		return r;
+	}
+	return mfd;
 }
 
-/* Check a header against the file it was found in. */
-static int header_ok(const struct vshared_hdr *h, uint64_t file_size)
+int vshared_format(int fd, uint64_t user_size)
 {
-	uint64_t arena_bytes, expect;
+	struct vshared_xattr x = { .magic = XATTR_MAGIC, .version = VSHARED_VERSION };
+	struct stat st;
+	int mfd, r;
 
-	if (memcmp(h->magic, VSHARED_MAGIC, sizeof(h->magic)) != 0)
+	vr_init_basic();
+	if (ftruncate(fd, (off_t)user_size) < 0)
+		return -errno;
+	mfd = create_meta(user_size);
+	if (mfd < 0)
+		return mfd;
+	if (fstat(mfd, &st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/* This process holds the metadata through mfd until a vfile adopts it. */
+	x.user_size = user_size;
+	x.meta_dev = st.st_dev;
+	x.meta_ino = st.st_ino;
+	x.nholders = 1;
+	x.h[0].pid = getpid();
+	x.h[0].fd = mfd;
+	r = write_xattr(fd, &x);
+	if (r == 0)
 		return 0;
-	if (h->version != VSHARED_VERSION || h->page_size != vr_page_size ||
-	    layout(h->user_size, &arena_bytes, &expect) < 0 ||
-	    arena_bytes != h->arena_bytes || expect != file_size ||
-	    h->file_size != file_size)
-		return -EIO;
-	return 1;
+fail:
+	close(mfd);
+	return r;
 }
 
 int vshared_probe(int fd, uint64_t *user_size)
 {
-	struct vshared_hdr h;
-	struct stat st;
+	struct vshared_xattr x;
 	int r;
 
 	vr_init_basic();
-	if (fstat(fd, &st) < 0)
-		return -EBADF;
-	if (st.st_size < (off_t)(2 * vr_page_size) || st.st_size % vr_page_size)
-		return 0;
-	if (pread(fd, &h, sizeof(h), st.st_size - (off_t)vr_page_size) != sizeof(h))
-		return 0;
-	r = header_ok(&h, (uint64_t)st.st_size);
+	r = read_xattr(fd, &x);
 	if (r == 1)
-		*user_size = h.user_size;
+		*user_size = x.user_size;
 	return r;
 }
 
-int vshared_open(int fd, const struct stat *st, struct vshared *s,
-		 struct rt_tree *tree)
+static bool is_meta(int mfd, const struct vshared_xattr *x)
 {
-	uint64_t user_size = 0;
-	int r = vshared_probe(fd, &user_size);
+	struct stat st;
 
+	return fstat(mfd, &st) == 0 && (uint64_t)st.st_dev == x->meta_dev &&
+	       (uint64_t)st.st_ino == x->meta_ino;
+}
+
+/*
+ * A descriptor of the metadata through holder i, or -1.  An entry of this
+ * very process is the descriptor vshared_format() left open: take it over.
+ */
+static int open_holder(const struct vshared_xattr *x, uint32_t i)
+{
+	char path[64];
+	int mfd;
+
+	if (x->h[i].pid == getpid())
+		return x->h[i].fd >= 0 && is_meta(x->h[i].fd, x) ? x->h[i].fd : -1;
+	if (x->h[i].pid <= 0 || x->h[i].fd < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)x->h[i].pid, (int)x->h[i].fd);
+	mfd = open(path, O_RDWR | O_CLOEXEC);
+	if (mfd >= 0 && !is_meta(mfd, x)) {
+		close(mfd);
+		mfd = -1;
+	}
+	return mfd;
+}
+
+/* Rewrite the holder list: drop the dead and stale, add this process. */
+static void register_holder(int fd, struct vshared *s)
+{
+	struct vshared_xattr x, out;
+	uint32_t i;
+
+	if (read_xattr(fd, &x) != 1)
+		return;
+	out = x;
+	out.nholders = 0;
+	for (i = 0; i < x.nholders && out.nholders < MAX_HOLDERS - 1; i++) {
+		if (x.h[i].pid == getpid() || kill(x.h[i].pid, 0) < 0)
+			continue;
+		out.h[out.nholders++] = x.h[i];
+	}
+	out.h[out.nholders].pid = getpid();
+	out.h[out.nholders].fd = s->meta_fd;
+	out.nholders++;
+	write_xattr(fd, &out);
+}
+
+void vshared_add_self(int fd, struct vshared *s, struct rt_tree *tree)
+{
+	if (vshared_lock(s, tree) == 0) {
+		register_holder(fd, s);
+		vshared_unlock(s);
+	}
+}
+
+int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
+{
+	struct vshared_xattr x;
+	struct stat st;
+	int mfd = -1, r = read_xattr(fd, &x);
+
+	s->meta_fd = -1;
 	if (r <= 0)
 		return r;
-	r = map_meta(fd, user_size, (uint64_t)st->st_size - round_page(user_size) -
-		     vr_page_size, s);
-	if (r < 0)
-		return r;
-	/* Re-check what we mapped: the file may have changed since the pread. */
-	if (header_ok(s->hdr, (uint64_t)st->st_size) != 1 ||
-	    !atomic_load_explicit(&s->hdr->ready, memory_order_acquire) ||
-	    rt_attach(tree, s->map, s->arena_bytes) < 0) {
-		vshared_close(s);
-		return -EIO;
+	for (uint32_t i = 0; i < x.nholders && mfd < 0; i++)
+		mfd = open_holder(&x, i);
+	if (mfd < 0) {
+		vr_debug("no live process holds the shared state: process-local");
+		return 0;
 	}
+	s->meta_fd = mfd;
+	r = map_meta(mfd, x.user_size, s);
+	if (r == 0 && (fstat(mfd, &st) < 0 || (uint64_t)st.st_size != s->map_bytes))
+		r = -EIO;
+	if (r == 0 && (memcmp(s->hdr->magic, VSHARED_MAGIC, sizeof(s->hdr->magic)) ||
+		       s->hdr->version != VSHARED_VERSION ||
+		       s->hdr->page_size != vr_page_size ||
+		       s->hdr->user_size != x.user_size ||
+		       s->hdr->arena_bytes != s->arena_bytes ||
+		       !atomic_load_explicit(&s->hdr->ready, memory_order_acquire) ||
+		       rt_attach(tree, s->map, s->arena_bytes) < 0))
+		r = -EIO;
+	if (r < 0) {
+		vshared_close(s);
+		return r;
+	}
+	vshared_add_self(fd, s, tree);
 	return 1;
 }
 
@@ -174,8 +305,11 @@ void vshared_close(struct vshared *s)
 {
 	if (s->map)
 		munmap(s->map, s->map_bytes);
+	if (s->meta_fd >= 0)
+		close(s->meta_fd);
 	s->map = NULL;
 	s->hdr = NULL;
+	s->meta_fd = -1;
 }
 
 /*

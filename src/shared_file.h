@@ -1,20 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shared_file.h - files this library creates keep their volatile state
- * inside the file, shared by every process that maps it (internal).
+ * where every process that holds the file can reach it, and nobody else
+ * (internal).
  *
- * Layout of a library file of S bytes:
+ * The state (the range tree's arena and a process-shared robust lock) lives
+ * in a companion memfd, the metadata file.  The user's file keeps exactly
+ * its size (the contract: a region's memfd is `size` bytes); it carries an
+ * extended attribute, user.vrange, that names the metadata file's identity
+ * and the processes holding it open ("holders": pid and fd).  A process
+ * given only the user's file reads the attribute (which needs the file) and
+ * opens the metadata through /proc/<holder>/fd/<n> (which needs the
+ * holder's ptrace-read permission: same user or root), checking its device
+ * and inode.  There is no name in /dev/shm or /tmp to pre-create, replace
+ * or link.  Everything read - attribute, header, tree - is validated: what
+ * does not check out is -EIO, never a crash or a hang.
  *
- *   [0, U)          the user area: user_size bytes rounded up to pages
- *   [U, S - P)      the range tree's arena (sparse: untouched pages cost nothing)
- *   [S - P, S)      the header page: magic, sizes, the process-shared lock
- *
- * (P = page size.)  The header sits at the end so that a process handed only
- * the descriptor finds it from fstat alone, and so that offset 0 of the file
- * is offset 0 of the user's data (mmap and ashmem offsets stay unchanged).
- * Nothing outside the file names the state: only a process that already
- * holds the file can reach it.  Everything read from it is validated; a
- * header or tree that does not check out is -EIO, never a crash or a hang.
+ * Layout of the metadata file: [arena: arena_bytes][header page].
  */
 #ifndef VRANGE_SHARED_FILE_H
 #define VRANGE_SHARED_FILE_H
@@ -29,32 +31,37 @@ struct vshared_hdr;
 
 /* This process's view of one library file's metadata. */
 struct vshared {
-	void *map;               /* [U, S) mapped shared */
+	int meta_fd;             /* our descriptor of the metadata file, or -1 */
+	void *map;               /* the metadata file, mapped shared */
 	size_t map_bytes;
 	struct vshared_hdr *hdr; /* inside map, at its end */
 	uint64_t user_size;      /* bytes of user data (not page-rounded) */
-	uint64_t user_pages;     /* U / P: pages the tree may hold */
+	uint64_t user_pages;     /* pages the tree may hold */
 	uint64_t arena_bytes;    /* local copy: never trust the header's */
 };
 
 /*
  * Make fd - a tmpfs/memfd file the library created, empty - a library file
- * for user_size bytes: size it and format its metadata.  0 or -errno.
+ * for user_size bytes: size it to exactly that, create and format its
+ * metadata file and name it in the attribute.  0 or -errno (-EOPNOTSUPP
+ * where the file system keeps no user xattrs: the file then stays a foreign
+ * file with process-local state).
  */
 int vshared_format(int fd, uint64_t user_size) VR_HIDDEN;
 
 /*
- * Is fd a library file?  1 and *user_size filled, 0 if it is a foreign file,
- * -errno on failure.  One pread of the header page.
+ * Is fd a library file?  1 and *user_size filled, 0 if it is a foreign
+ * file, -EIO if its attribute is malformed.  One fgetxattr.
  */
 int vshared_probe(int fd, uint64_t *user_size) VR_HIDDEN;
 
 /*
- * Attach to the metadata of fd (st from fstat): 1 and s, tree filled; 0 for
- * a foreign file; -EIO for a header that does not check out; -errno.
+ * Attach to the metadata of fd: 1 and s, tree filled; 0 for a foreign file
+ * (or one whose metadata no live process holds any more: its state is gone
+ * and it starts afresh as a foreign file); -EIO for metadata that does not
+ * check out; -errno.  Registers this process as a holder.
  */
-int vshared_open(int fd, const struct stat *st, struct vshared *s,
-		 struct rt_tree *tree) VR_HIDDEN;
+int vshared_open(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 void vshared_close(struct vshared *s) VR_HIDDEN;
 
 /*
@@ -66,5 +73,8 @@ void vshared_close(struct vshared *s) VR_HIDDEN;
  */
 int vshared_lock(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 void vshared_unlock(struct vshared *s) VR_HIDDEN;
+
+/* After fork: the child holds the metadata too; say so in the attribute. */
+void vshared_add_self(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 
 #endif
