@@ -29,7 +29,10 @@
  *
  * The thread blocks all signals, never touches application memory, owns
  * every descriptor it opens (O_CLOEXEC) and is woken through an eventfd to
- * stop or to apply a new budget.
+ * stop or to apply a new budget.  A budget set while the monitor is not
+ * running is enforced once it starts.  After fork() the child has no
+ * monitor (its stats say "none"); it may start its own.  The thread is
+ * stopped and joined at exit and at dlclose (destructor).
  */
 #include <ctype.h>
 #include <errno.h>
