@@ -8,11 +8,15 @@
  * library reaches >= 0.9x of the raw punch).  For information also:
  * vrange_region_purge(), partial vrange_purge() calls, and a fragmented
  * region (every other page volatile) beside raw per-page punches of the
- * same pages.  Figures are the best of several repetitions, alternating
+ * same pages; and how long a mark pair on one page of a region waits while
+ * a purge of the rest of that region runs (the purge works in bounded
+ * chunks, so this stays short).  Figures are the best of several repetitions, alternating
  * library and raw runs; nothing asserts on time.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +157,67 @@ static double lib_fragmented(void)
 	return t;
 }
 
+/* A thread marking and unmarking one page of a region while the rest of
+ * that region (1 GiB) is purged: the longest and typical pair. */
+struct lat {
+	vrange_region *r;
+	size_t off;
+	atomic_int go, stop;
+	double max_ns, sum_ns;
+	long n;
+};
+
+static void *lat_main(void *arg)
+{
+	struct lat *l = arg;
+
+	while (!atomic_load(&l->go))
+		;
+	while (!atomic_load(&l->stop)) {
+		double t0 = now_s() * 1e9, t;
+
+		if (vrange_mark_volatile(l->r, l->off, ps) < 0 ||
+		    vrange_mark_nonvolatile(l->r, l->off, ps) != VRANGE_INTACT)
+			die("mark pair under purge", EIO);
+		t = now_s() * 1e9 - t0;
+		if (t > l->max_ns)
+			l->max_ns = t;
+		l->sum_ns += t;
+		l->n++;
+	}
+	return NULL;
+}
+
+static void latency_under_purge(void)
+{
+	const size_t big = (size_t)1 << 30;
+	struct lat l = { 0 };
+	pthread_t th;
+	double t0, t;
+	ssize_t n;
+
+	l.r = make(big);
+	l.off = big - ps;
+	touch(vrange_region_base(l.r), big, ps);
+	if (vrange_mark_volatile(l.r, 0, big - ps) < 0)
+		die("vrange_mark_volatile", EIO);
+	if (pthread_create(&th, NULL, lat_main, &l) != 0)
+		die("pthread_create", EAGAIN);
+	atomic_store(&l.go, 1);
+	usleep(1000);
+	t0 = now_s();
+	n = vrange_purge(SIZE_MAX);
+	t = now_s() - t0;
+	atomic_store(&l.stop, 1);
+	pthread_join(th, NULL);
+	if (n != (ssize_t)(big - ps))
+		die("purge under marking freed the wrong amount", EIO);
+	printf("%-46s %7.2f GiB/s   mark pair meanwhile: %ld pairs, mean %.0f ns, max %.0f us\n",
+	       "purge of 1 GiB with marking in the region", gibps(big - ps, t), l.n,
+	       l.n ? l.sum_ns / (double)l.n : 0.0, l.max_ns / 1000.0);
+	vrange_region_destroy(l.r);
+}
+
 static double min_d(double a, double b)
 {
 	return a < b ? a : b;
@@ -186,5 +251,6 @@ int main(void)
 	printf("%-46s %7.2f GiB/s   ratio %.2fx of raw per-page punches\n",
 	       "vrange_purge, every other page volatile", gibps(SIZE / 2, frag),
 	       rawfrag / frag);
+	latency_under_purge();
 	return 0;
 }

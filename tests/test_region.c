@@ -659,6 +659,37 @@ START_TEST(adopt_proc_reopen_of_region)
 }
 END_TEST
 
+/* The file layer on a region's own fd: the same state, and the file's end
+ * is the region's end (whatever else the library keeps in the file). */
+START_TEST(fd_layer_on_region_fd)
+{
+	vrange_region *r = make_region(3);
+	int fd = vrange_region_fd(r);
+	struct stat st;
+
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, (off_t)ps, (off_t)ps), 0);
+	ck_assert_int_eq(pg_vol(r, 1), 1);
+	ck_assert_int_eq(vrange_mark_volatile(r, 2 * ps, ps), 0);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, (off_t)(2 * ps), (off_t)ps), 1);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)ps), 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, (off_t)(3 * ps), (off_t)ps), -EINVAL);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, (off_t)(3 * ps), 1), -EINVAL);
+	if (st.st_size > (off_t)(3 * ps))
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, st.st_size), -EINVAL);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(2 * ps));
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(2 * ps), (off_t)ps),
+			 VRANGE_PURGED);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, ps, ps), VRANGE_PURGED);
+	/* The region still works after all that. */
+	ck_assert(pg_intact(r, 0));
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, 3 * ps), 0);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, 3 * ps), VRANGE_INTACT);
+	ck_assert(pg_intact(r, 0));
+	vrange_region_destroy(r);
+}
+END_TEST
+
 /* ---- destroy ----------------------------------------------------------------- */
 
 START_TEST(destroy_forgets)
@@ -1342,6 +1373,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, adopt_second_mapping);
 	tcase_add_test(tc, adopt_dup);
 	tcase_add_test(tc, adopt_proc_reopen_of_region);
+	tcase_add_test(tc, fd_layer_on_region_fd);
 	tcase_add_test(tc, destroy_forgets);
 	suite_add_tcase(s, tc);
 
