@@ -36,7 +36,9 @@ uint64_t purge_run(uint64_t bytes)
 	 */
 	pass_start = vr_next_seq();
 	while (freed < bytes) {
-		uint64_t want = (bytes - freed + vr_page_size - 1) >> vr_page_shift;
+		uint64_t left = bytes - freed;
+		/* Round up to pages without wrapping for bytes near SIZE_MAX. */
+		uint64_t want = (left >> vr_page_shift) + ((left & (vr_page_size - 1)) != 0);
 		struct vfile *f = vfile_pick_oldest(&oldest);
 		int r;
 
