@@ -256,6 +256,35 @@ static int classify_shared(const struct vma *v, struct known *k)
 	return 0;
 }
 
+/*
+ * State the anonymous tree holds for [a, b) when no known mapping covers it
+ * belongs to memory that is gone: an entry is forgotten only when its
+ * mapping was unmapped or replaced, and anymap_discard clears only the
+ * piece it was purging.  Left there, a newcomer at that address would
+ * inherit its PURGED pages and report VRANGE_PURGED for data that was never
+ * touched.  Called before the newcomer is registered; the table is checked
+ * under the anonymous tree's lock, so a thread that adds the entry first
+ * can only mark after this clear, never before it.
+ */
+static void clear_stale(uintptr_t a, uintptr_t b)
+{
+	size_t i;
+
+	if (vfile_lock(anon_file) < 0)
+		return;
+	pthread_rwlock_rdlock(&known_lock);
+	i = known_search(a);
+	if (i < nknown && known[i].start <= a)
+		b = a; /* known after all: its state is live */
+	else if (i < nknown && known[i].start < b)
+		b = known[i].start;
+	pthread_rwlock_unlock(&known_lock);
+	if (a < b && vfile_reserve(anon_file, 2) == 0)
+		rt_clear(&anon_file->tree, a >> vr_page_shift, b >> vr_page_shift,
+			 NULL, NULL);
+	vfile_unlock(anon_file);
+}
+
 /* Learn the mapping at addr; 0 (now known), -ENOENT, -EOPNOTSUPP, -errno. */
 static int classify(uintptr_t addr)
 {
@@ -275,8 +304,14 @@ static int classify(uintptr_t addr)
 			return r;
 	} else if (v.inode != 0) {
 		return -EOPNOTSUPP; /* a private file mapping */
-	} else if (anon_uffd >= 0) {
-		k.wp = uffd_register(k.start, k.end, UFFDIO_REGISTER_MODE_WP) == 0;
+	} else {
+		/* Still registered with us: a mapping we knew, whose entry a
+		 * purge dropped; its state is live.  Else it is new to us. */
+		if (anon_uffd < 0 || !identity_holds(k.start, k.end))
+			clear_stale(k.start, k.end);
+		if (anon_uffd >= 0)
+			k.wp = uffd_register(k.start, k.end,
+					     UFFDIO_REGISTER_MODE_WP) == 0;
 	}
 	return known_add(&k);
 }
@@ -319,6 +354,30 @@ static int validate(uintptr_t a, uintptr_t b)
 	return refused;
 }
 
+/*
+ * Does any page of [a, b) still hold anonymous memory registered with us?
+ * Holes are stepped over a page at a time: this runs only when purged
+ * pages were found under an entry whose identity no longer holds.
+ * Async-signal-safe (open, ioctl, close).
+ */
+static bool any_piece_ours(uintptr_t a, uintptr_t b)
+{
+	while (a < b) {
+		struct vma v;
+		uintptr_t e;
+
+		if (vma_query(a, &v) < 0) {
+			a += vr_page_size;
+			continue;
+		}
+		e = v.end < b ? v.end : b;
+		if (!v.shared && v.inode == 0 && identity_holds(a, e))
+			return true;
+		a = e;
+	}
+	return false;
+}
+
 /* Apply a mark to the known memory [a, b); pages already validated. */
 static int apply(uintptr_t a, uintptr_t b, int mode, bool *was_purged)
 {
@@ -341,6 +400,16 @@ static int apply(uintptr_t a, uintptr_t b, int mode, bool *was_purged)
 			r = vfile_mark_volatile(k.file ? k.file : anon_file, ps, pe, 0);
 		} else {
 			r = vfile_mark_nonvolatile(k.file ? k.file : anon_file, ps, pe);
+			/*
+			 * The table entry may be stale: the memory that was
+			 * marked and purged was unmapped, and this is a
+			 * newcomer at its address, which no purge ever
+			 * touches.  Its data is intact.  Where any piece is
+			 * still ours, purged pages may be there: PURGED.
+			 */
+			if (r == VRANGE_PURGED && !k.file && k.wp &&
+			    !identity_holds(a, e) && !any_piece_ours(a, e))
+				r = VRANGE_INTACT;
 			*was_purged |= r == VRANGE_PURGED;
 		}
 		if (r < 0)
