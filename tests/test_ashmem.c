@@ -115,6 +115,15 @@ static int state_is_shared(int fd)
 	return getxattr(path, "user.vrange", NULL, 0) > 0;
 }
 
+/*
+ * valgrind reports a system call given a bad buffer (which is the point of
+ * the EFAULT cases that write to one): those cases are left to plain runs.
+ */
+static int under_valgrind(void)
+{
+	return getenv("VRANGE_UNDER_VALGRIND") != NULL;
+}
+
 static int has_cap_sys_admin(void)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -227,8 +236,10 @@ START_TEST(test_name)
 	ck_assert_uint_eq(strlen(name), ASHMEM_NAME_LEN - 1);
 	/* bad pointers */
 	ck_fails(ioctl(fd, ASHMEM_SET_NAME, (void *)8), EFAULT);
-	ck_fails(ioctl(fd, ASHMEM_GET_NAME, (void *)8), EFAULT);
-	ck_fails(ioctl(fd, ASHMEM_GET_NAME, (void *)"read-only literal"), EFAULT);
+	if (!under_valgrind()) {
+		ck_fails(ioctl(fd, ASHMEM_GET_NAME, (void *)8), EFAULT);
+		ck_fails(ioctl(fd, ASHMEM_GET_NAME, (void *)"read-only literal"), EFAULT);
+	}
 	/* after mmap the name is fixed */
 	ck_assert_int_eq(ioctl(fd, ASHMEM_SET_SIZE, pg), 0);
 	p = ash_map(fd, pg, PROT_READ);
@@ -492,7 +503,8 @@ START_TEST(test_file_id)
 	d = dup(a);
 	ck_assert_int_eq(ioctl(d, ASHMEM_GET_FILE_ID, &id), 0);
 	ck_assert(id == ia);
-	ck_fails(ioctl(a, ASHMEM_GET_FILE_ID, (void *)8), EFAULT);
+	if (!under_valgrind())
+		ck_fails(ioctl(a, ASHMEM_GET_FILE_ID, (void *)8), EFAULT);
 	munmap(pa, pg);
 	munmap(pb, pg);
 	close(a);
@@ -634,8 +646,10 @@ static int send_fd(int sock, int fd)
 	} u;
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			      .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c0 = CMSG_FIRSTHDR(&msg);
+	struct cmsghdr *c0;
 
+	memset(u.buf, 0, sizeof(u.buf));
+	c0 = CMSG_FIRSTHDR(&msg);
 	c0->cmsg_level = SOL_SOCKET;
 	c0->cmsg_type = SCM_RIGHTS;
 	c0->cmsg_len = CMSG_LEN(sizeof(int));
@@ -775,8 +789,9 @@ __attribute__((constructor)) static void exec_child(void)
 START_TEST(test_exec)
 {
 	int fd = ash_open(0), cfd = ash_open(O_CLOEXEC), status;
-	char spec[80], path[64];
+	char spec[80], path[64], self[4096];
 	struct stat cst;
+	ssize_t n;
 	pid_t pid;
 	char *p;
 
@@ -791,11 +806,15 @@ START_TEST(test_exec)
 	ck_assert(S_ISREG(cst.st_mode));
 	snprintf(spec, sizeof(spec), "%d:%lu:%d", fd, (unsigned long)cst.st_ino,
 		 state_is_shared(fd));
+	/* the binary's path (valgrind's /proc/self/exe is valgrind's tool) */
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		setenv("ASHMEM_TEST_EXEC_CHILD", spec, 1);
-		execl("/proc/self/exe", "test-ashmem-exec-child", (char *)NULL);
+		execl(self, self, (char *)NULL);
 		_exit(127);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
