@@ -656,6 +656,61 @@ START_TEST(len_zero)
 }
 END_TEST
 
+/* "No function aborts or prints on bad input": nothing reaches stderr or
+ * stdout from a string of bad calls (VRANGE_DEBUG is not set). */
+START_TEST(errors_print_nothing)
+{
+	int sink = memfd_create("sink", MFD_CLOEXEC);
+	int saved_err = dup(2), saved_out = dup(1), p[2], fd = make_memfd(1);
+	vrange_region *r = (vrange_region *)(uintptr_t)1;
+	struct stat st;
+
+	if (getenv("VRANGE_DEBUG"))
+		TEST_SKIP("VRANGE_DEBUG is set: the library may log");
+	ck_assert_int_ge(sink, 0);
+	ck_assert_int_eq(pipe(p), 0);
+	fflush(stdout);
+	fflush(stderr);
+	ck_assert_int_eq(dup2(sink, 2), 2);
+	ck_assert_int_eq(dup2(sink, 1), 1);
+
+	vrange_fd_mark_volatile(-1, 0, 1);
+	vrange_fd_mark_volatile(p[0], 0, 1);
+	vrange_fd_mark_volatile(fd, -5, 1);
+	vrange_fd_mark_volatile(fd, 0, (off_t)INT64_MAX);
+	vrange_fd_mark_nonvolatile(12345, 0, 1);
+	vrange_fd_is_volatile(fd, (off_t)(10 * ps), 1);
+	vrange_fd_forget(-3);
+	vrange_fd_forget(fd);
+	vrange_region_create("x", 0, 0, &r);
+	vrange_region_create("x", ps, 1u << 9, &r);
+	vrange_region_create("x", SIZE_MAX, 0, &r);
+	vrange_region_adopt(-1, 0, &r);
+	vrange_region_adopt(p[1], 0, &r);
+	vrange_mark_volatile(NULL, 0, 1);
+	vrange_region_fd(NULL);
+	vrange(NULL, 1, VRANGE_VOLATILE, NULL);
+	vrange(&st, sizeof(st), 7, NULL);
+	vrange_get_stats(NULL);
+	vrange_purge(0);
+	vrange_region_purge(NULL);
+
+	fflush(stdout);
+	fflush(stderr);
+	dup2(saved_err, 2);
+	dup2(saved_out, 1);
+	close(saved_err);
+	close(saved_out);
+	ck_assert_int_eq(fstat(sink, &st), 0);
+	ck_assert_msg(st.st_size == 0, "%lld bytes printed", (long long)st.st_size);
+	ck_assert_ptr_eq(r, (vrange_region *)(uintptr_t)1);
+	close(sink);
+	close(p[0]);
+	close(p[1]);
+	close(fd);
+}
+END_TEST
+
 /* ---- rounding ------------------------------------------------------------ */
 
 /* Marking volatile rounds inward: a partly covered page is never volatile. */
@@ -911,6 +966,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, past_end_and_overflow);
 	tcase_add_test(tc, size_follows_file);
 	tcase_add_test(tc, len_zero);
+	tcase_add_test(tc, errors_print_nothing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("rounding");

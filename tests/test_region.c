@@ -1222,6 +1222,46 @@ START_TEST(priority_applies_to_new_marks)
 }
 END_TEST
 
+/* The default priority is 0: between -1 and 1, and equal to the file
+ * layer's (so age decides between them). */
+START_TEST(priority_default_zero)
+{
+	vrange_region *dflt = make_region(1), *neg = make_region(1), *pos = make_region(1);
+	vrange_region *dflt2 = make_region(1);
+	int fd = memfd_create("prio-file", MFD_CLOEXEC);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)ps), 0);
+	ck_assert_int_eq(pwrite(fd, "q", 1, 0), 1);
+	ck_assert_int_eq(vrange_region_set_priority(neg, -1), 0);
+	ck_assert_int_eq(vrange_region_set_priority(pos, 1), 0);
+	ck_assert_int_eq(vrange_mark_volatile(pos, 0, ps), 0);
+	ck_assert_int_eq(vrange_mark_volatile(dflt, 0, ps), 0);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)ps), 0);
+	ck_assert_int_eq(vrange_mark_volatile(dflt2, 0, ps), 0);
+	ck_assert_int_eq(vrange_mark_volatile(neg, 0, ps), 0);
+	ck_assert_int_eq(vrange_purge(ps), (ssize_t)ps);
+	ck_assert(pg_zero(neg, 0));
+	ck_assert(pg_intact(dflt, 0));
+	ck_assert_int_eq(vrange_purge(ps), (ssize_t)ps);
+	ck_assert(pg_zero(dflt, 0));
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, 1), 1);
+	ck_assert_int_eq(vrange_purge(ps), (ssize_t)ps);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps), VRANGE_PURGED);
+	ck_assert(pg_intact(dflt2, 0));
+	ck_assert_int_eq(vrange_purge(ps), (ssize_t)ps);
+	ck_assert(pg_zero(dflt2, 0));
+	ck_assert(pg_intact(pos, 0));
+	ck_assert_int_eq(vrange_purge(ps), (ssize_t)ps);
+	ck_assert(pg_zero(pos, 0));
+	vrange_region_destroy(dflt);
+	vrange_region_destroy(dflt2);
+	vrange_region_destroy(neg);
+	vrange_region_destroy(pos);
+	close(fd);
+}
+END_TEST
+
 /* ---- vrange_region_purge, real release, stats ------------------------------- */
 
 START_TEST(region_purge_one_region)
@@ -1403,6 +1443,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, order_lru_in_region_and_refresh);
 	tcase_add_test(tc, order_priority);
 	tcase_add_test(tc, priority_applies_to_new_marks);
+	tcase_add_test(tc, priority_default_zero);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("purge");
