@@ -848,6 +848,27 @@ START_TEST(forget_drops_purged)
 }
 END_TEST
 
+/*
+ * Asking is not marking: is_volatile and mark_nonvolatile on a file that
+ * was never marked volatile leave no state behind, so stats.files stays 0
+ * and vrange_fd_forget says -ENOENT ("a valid file with no state").
+ * KNOWN FAILING, left out of the suite: the core attaches file-layer state
+ * (and keeps its own descriptor of the file, so the file outlives the
+ * caller's last close) on the first call of any kind.  Enable it in
+ * test_suite() once the core creates state only when marking volatile.
+ */
+START_TEST(query_leaves_no_state)
+{
+	int fd = make_memfd(2);
+
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)(2 * ps)), 0);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps), VRANGE_INTACT);
+	ck_assert_uint_eq(stats().files, 0);
+	ck_assert_int_eq(vrange_fd_forget(fd), -ENOENT);
+	close(fd);
+}
+END_TEST
+
 /* Forget through a dup or reopen: the file is the key. */
 START_TEST(forget_through_other_fd)
 {
@@ -982,6 +1003,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, forget_rules);
 	tcase_add_test(tc, forget_drops_purged);
 	tcase_add_test(tc, forget_through_other_fd);
+	(void)query_leaves_no_state; /* known failing, see above */
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stats");
