@@ -473,6 +473,49 @@ START_TEST(test_purge_and_was_purged)
 }
 END_TEST
 
+/*
+ * The library's monitor purges unpinned areas by itself, least recently
+ * unpinned first.  A budget is the pressure that can be made exactly: the
+ * environment is read at the library's first use, which in this forked
+ * case is still to come.
+ */
+START_TEST(test_monitor_purges_oldest_unpinned)
+{
+	const size_t n = 16;
+	char budget[32];
+	int a, b, tries;
+	char *pa, *pb;
+
+	snprintf(budget, sizeof(budget), "%zu", (2 * n - n / 2) * pg);
+	setenv("VRANGE_MONITOR", "1", 1);
+	setenv("VRANGE_BUDGET", budget, 1);
+	a = ash_new(n * pg);
+	b = ash_new(n * pg);
+	pa = ash_map(a, n * pg, PROT_READ | PROT_WRITE);
+	pb = ash_map(b, n * pg, PROT_READ | PROT_WRITE);
+	memset(pa, 'a', n * pg);
+	memset(pb, 'b', n * pg);
+	ck_assert_int_eq(pin_op(a, ASHMEM_UNPIN, 0, 0), 0);
+	usleep(1000);
+	ck_assert_int_eq(pin_op(b, ASHMEM_UNPIN, 0, 0), 0);
+	/* over budget by n/2 pages: the monitor takes them from a, the older */
+	for (tries = 0; tries < 100; tries++) {
+		if (lseek(a, 0, SEEK_HOLE) < (off_t)(n * pg))
+			break;
+		usleep(50 * 1000);
+	}
+	ck_assert_msg(tries < 100, "the monitor purged nothing within 5 s");
+	ck_assert_int_eq(lseek(b, 0, SEEK_HOLE), (off_t)(n * pg));
+	ck_assert_int_eq(pin_op(b, ASHMEM_PIN, 0, 0), ASHMEM_NOT_PURGED);
+	ck_assert_int_eq(pin_op(a, ASHMEM_PIN, 0, 0), ASHMEM_WAS_PURGED);
+	ck_assert_int_eq(pb[n * pg - 1], 'b');
+	munmap(pa, n * pg);
+	munmap(pb, n * pg);
+	close(a);
+	close(b);
+}
+END_TEST
+
 START_TEST(test_purge_needs_cap)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -981,6 +1024,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, test_pin_range_rules);
 	tcase_add_test(tc, test_pin_unpin_status);
 	tcase_add_test(tc, test_purge_and_was_purged);
+	tcase_add_test(tc, test_monitor_purges_oldest_unpinned);
 	tcase_add_test(tc, test_purge_needs_cap);
 	tcase_add_test(tc, test_file_id);
 	tcase_add_test(tc, test_enotty);
