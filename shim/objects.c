@@ -24,7 +24,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "file_state.h"
 #include "shared_file.h"
 #include "shim.h"
 #include "vrange.h"
@@ -99,43 +98,32 @@ static bool unref_locked(struct ash_obj *o)
 			break;
 		}
 	}
-	if (o->pfd >= 0 && shim_fd_entry(o->pfd) == ((uintptr_t)o | SHIM_FD_PRIVATE))
-		tab_set_locked(o->pfd, 0);
 	return true;
 }
 
 /*
- * This process lets go of the file's volatile state.  Library files keep it
- * in the file for every other process that holds it, so only our reference
- * goes; a file with process-local state has nobody else to serve, so the
- * state is forgotten.
+ * This process lets go of the file's volatile state.  For a library file
+ * the state is every holder's and stays with the file (vrange_fd_forget
+ * leaves it be); only a file with process-local state loses its ranges,
+ * and nobody else could have used those.
  */
 static void layer_release(struct ash_obj *o)
 {
-	uint64_t user_size;
-	struct vfile *f;
-
-	if (vshared_probe(o->pfd, &user_size) != 1) {
-		vrange_fd_forget(o->pfd);
-		return;
-	}
-	f = vfile_find(o->dev, o->ino);
-	if (!f)
-		return;
-	/* The shim's copy of the library has no other file-layer user. */
-	if (f->fd_layer) {
-		f->fd_layer = false;
-		vfile_put(f);
-	}
-	vfile_put(f);
+	vrange_fd_forget(o->pfd);
 }
 
 static void obj_release(struct ash_obj *o)
 {
+	/* pfd stays marked ours until it is closed: the library looks at it. */
 	if (o->layer && o->pfd >= 0)
 		layer_release(o);
-	if (o->pfd >= 0)
+	if (o->pfd >= 0) {
+		pthread_mutex_lock(&shim_lock);
+		if (shim_fd_entry(o->pfd) == ((uintptr_t)o | SHIM_FD_PRIVATE))
+			tab_set_locked(o->pfd, 0);
+		pthread_mutex_unlock(&shim_lock);
 		shim_real.close(o->pfd);
+	}
 	pthread_mutex_destroy(&o->lock);
 	free(o);
 }
@@ -240,7 +228,17 @@ out:
 	return o;
 }
 
-/* An fd the table does not know: ours if its file carries our xattr. */
+/* Set while the constructor looks at the fds inherited over exec. */
+static bool scanning;
+
+/*
+ * An fd the table does not know: ours if its file carries our xattr and
+ * this process has no area for that file yet.  A second, unknown fd of a
+ * file we already know is not taken: the shim's copy of libvrange opens
+ * such fds itself (its own descriptor, the holders of shared state) and
+ * they must stay plain files.  After exec nothing of the library is open
+ * yet, so there every inherited fd of the file is the application's.
+ */
 static struct ash_obj *adopt(int fd)
 {
 	struct ash_meta m;
@@ -255,7 +253,8 @@ static struct ash_obj *adopt(int fd)
 		return NULL;
 	pthread_mutex_lock(&shim_lock);
 	o = find_locked(st.st_dev, st.st_ino);
-	if (o && shim_fd_entry(fd) == 0 && tab_set_locked(fd, (uintptr_t)o) == 0) {
+	if (o && scanning && shim_fd_entry(fd) == 0 &&
+	    tab_set_locked(fd, (uintptr_t)o) == 0) {
 		o->refs += 2;
 		pthread_mutex_unlock(&shim_lock);
 		return o;
@@ -514,6 +513,7 @@ void shim_scan_inherited(void)
 
 	if (!d)
 		return;
+	scanning = true;
 	while ((de = readdir(d))) {
 		char *end;
 		long fd = strtol(de->d_name, &end, 10);
@@ -522,6 +522,7 @@ void shim_scan_inherited(void)
 			continue;
 		ash_put(ash_from_fd((int)fd, true));
 	}
+	scanning = false;
 	closedir(d);
 }
 

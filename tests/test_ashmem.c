@@ -870,6 +870,42 @@ START_TEST(test_exec)
 }
 END_TEST
 
+static int count_fds(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < 4096; i++)
+		n += fcntl(i, F_GETFD) >= 0;
+	return n;
+}
+
+/* An area whose last fd and mapping are gone leaves nothing behind. */
+START_TEST(test_no_leak_after_close)
+{
+	int before, after;
+
+	/* the first area may start the library's long-lived parts */
+	int fd = ash_new(pg);
+	char *p = ash_map(fd, pg, PROT_READ | PROT_WRITE);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_UNPIN, 0, 0), 0);
+	munmap(p, pg);
+	close(fd);
+	before = count_fds();
+	for (int i = 0; i < 50; i++) {
+		fd = ash_new(2 * pg);
+		p = ash_map(fd, 2 * pg, PROT_READ | PROT_WRITE);
+		p[0] = 1;
+		ck_assert_int_eq(pin_op(fd, ASHMEM_UNPIN, 0, 0), 0);
+		/* closing before unmapping: the mapping keeps the area */
+		close(fd);
+		ck_assert_int_eq(p[0], 1);
+		munmap(p, 2 * pg);
+	}
+	after = count_fds();
+	ck_assert_int_eq(after, before);
+}
+END_TEST
+
 /* ---- the fd as a file: read, lseek, write ---- */
 
 START_TEST(test_read_lseek)
@@ -1032,6 +1068,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, test_fork_shares_state);
 	tcase_add_test(tc, test_scm_rights);
 	tcase_add_test(tc, test_exec);
+	tcase_add_test(tc, test_no_leak_after_close);
 	tcase_add_test(tc, test_read_lseek);
 	tcase_add_test(tc, test_purged_pages_are_holes);
 	tcase_add_test(tc, test_passthrough);
