@@ -560,6 +560,13 @@ static int child_clear_purged(const struct rt_range *rr, void *arg)
  */
 static void anon_child_after_fork(void)
 {
+	/*
+	 * Another thread of the parent may have held the table lock at fork;
+	 * the child is single-threaded and about to empty the table, so a
+	 * fresh lock is right (unlocking a glibc rwlock here would not work:
+	 * the child has another thread id than the writer recorded).
+	 */
+	pthread_rwlock_init(&known_lock, NULL);
 	if (!anon_file)
 		return;
 	rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
