@@ -113,6 +113,18 @@ static int in_page(const void *a, const char *page)
 	return (const char *)a >= page && (const char *)a < page + ps;
 }
 
+/*
+ * Valgrind runs one thread at a time under its big lock, and a thread
+ * blocked in a userfaultfd fault keeps it: the fault thread could never
+ * run.  Refill cannot work under valgrind at all, so those cases skip.
+ */
+static int under_valgrind(void)
+{
+	return getenv("VRANGE_UNDER_VALGRIND") != NULL;
+}
+
+#define VALGRIND_REFILL "refill deadlocks under valgrind (one thread runs at a time)"
+
 static vrange_region *sigbus_region(size_t pages)
 {
 	vrange_region *r = NULL;
@@ -290,6 +302,12 @@ START_TEST(recovery_pattern)
 
 	if (!r)
 		return;
+	if (under_valgrind()) {
+		/* Seen with valgrind 3.19: the access resumed after the
+		 * handler returns reads address 0 instead. */
+		vrange_region_destroy(r);
+		TEST_SKIP("valgrind does not resume an access after a SIGBUS handler returns");
+	}
 	rec_base = vrange_region_base(r);
 	for (int i = 0; i < CHUNKS; i++)
 		memset(rec_base + i * csz, 'A' + i, csz);
@@ -363,10 +381,16 @@ static int page_ok(const char *b, size_t off)
 	       b[off + ps - 1] == pattern(off);
 }
 
+
 static vrange_region *refill_region(size_t pages, size_t *fail_page)
 {
-	vrange_region *r = sigbus_region(pages);
+	vrange_region *r;
 
+	if (under_valgrind()) {
+		fprintf(stderr, "SKIP: %s\n", VALGRIND_REFILL);
+		return NULL;
+	}
+	r = sigbus_region(pages);
 	if (!r)
 		return NULL;
 	ck_assert_int_eq(vrange_region_set_refill(r, fill, fail_page), 0);
@@ -610,6 +634,10 @@ START_TEST(first_touch_normal_path)
 
 	/* With a refill callback: there is a fault thread now; it must not
 	 * wake for pages that were never purged. */
+	if (under_valgrind()) {
+		vrange_region_destroy(r);
+		TEST_SKIP("second half: %s", VALGRIND_REFILL);
+	}
 	ck_assert_int_eq(vrange_region_set_refill(r, fill, NULL), 0);
 	ck_assert(page_ok(b, 2 * ps)); /* wakes it once, learn its tid */
 	sw0 = ctxt_switches(fill_tid);
@@ -638,6 +666,8 @@ START_TEST(fork_child_touches)
 	if (!r)
 		return;
 	rf = refill_region(16, NULL);
+	if (!rf)
+		return;
 	catch_bus();
 	b = vrange_region_base(r);
 	bf = vrange_region_base(rf);
@@ -801,16 +831,24 @@ __attribute__((constructor)) static void helper_mode(void)
 /* Run this binary in helper mode with extra environment; exit status. */
 static int run_helper(const char *mode, const char *extra_env)
 {
-	pid_t pid = fork();
+	char self[4096];
+	ssize_t n;
+	pid_t pid;
 	int status;
 
+	/* By name, not /proc/self/exe itself: under valgrind that would be
+	 * valgrind (whose readlink answers with the client's path). */
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
+	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		setenv("VRANGE_UFFD_HELPER", mode, 1);
 		unsetenv("VRANGE_NO_UFFD");
 		if (extra_env)
 			putenv((char *)extra_env);
-		execl("/proc/self/exe", "test-uffd-helper", (char *)NULL);
+		execl(self, "test-uffd-helper", (char *)NULL);
 		_exit(3);
 	}
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
