@@ -47,6 +47,12 @@
  * behave as in the parent (refill regions get a fault thread of the child's
  * own when the child purges them).
  *
+ * The callback runs on the fault thread with no library lock held, so it
+ * may call the library (mark, query, even create regions); it must not
+ * destroy the region it is filling, and while it runs, other refills wait.
+ * A kernel access to a purged page of a refill region (read(2) into it)
+ * gets EFAULT where only UFFD_USER_MODE_ONLY was available (non-root).
+ *
  * Locking: everything per region is guarded by the file's lock (the hooks
  * run under it).  list_lock guards the list of refill regions and their
  * busy counts; it is never held together with a file lock.
