@@ -378,40 +378,45 @@ static bool any_piece_ours(uintptr_t a, uintptr_t b)
 	return false;
 }
 
+/* Apply a mark to [a, e), which lies inside the known mapping k. */
+static int apply_one(const struct known *k, uintptr_t a, uintptr_t e, int mode,
+		     bool *was_purged)
+{
+	uint64_t ps = a >> vr_page_shift, pe = e >> vr_page_shift;
+	int r;
+
+	if (k->file) {
+		ps = k->pgoff + ((a - k->start) >> vr_page_shift);
+		pe = ps + ((e - a) >> vr_page_shift);
+	}
+	if (mode == VRANGE_VOLATILE)
+		return vfile_mark_volatile(k->file ? k->file : anon_file, ps, pe, 0);
+	r = vfile_mark_nonvolatile(k->file ? k->file : anon_file, ps, pe);
+	/*
+	 * The table entry may be stale: the memory that was marked and
+	 * purged was unmapped, and this is a newcomer at its address, which
+	 * no purge ever touches.  Its data is intact.  Where any piece is
+	 * still ours, purged pages may be there: PURGED.
+	 */
+	if (r == VRANGE_PURGED && !k->file && k->wp &&
+	    !identity_holds(a, e) && !any_piece_ours(a, e))
+		r = VRANGE_INTACT;
+	*was_purged |= r == VRANGE_PURGED;
+	return r < 0 ? r : 0;
+}
+
 /* Apply a mark to the known memory [a, b); pages already validated. */
 static int apply(uintptr_t a, uintptr_t b, int mode, bool *was_purged)
 {
 	while (a < b) {
 		struct known k;
 		uintptr_t e;
-		uint64_t ps, pe;
 		int r;
 
 		if (!known_get(a, &k))
 			return -ENOENT;
 		e = b < k.end ? b : k.end;
-		ps = a >> vr_page_shift;
-		pe = e >> vr_page_shift;
-		if (k.file) {
-			ps = k.pgoff + ((a - k.start) >> vr_page_shift);
-			pe = ps + ((e - a) >> vr_page_shift);
-		}
-		if (mode == VRANGE_VOLATILE) {
-			r = vfile_mark_volatile(k.file ? k.file : anon_file, ps, pe, 0);
-		} else {
-			r = vfile_mark_nonvolatile(k.file ? k.file : anon_file, ps, pe);
-			/*
-			 * The table entry may be stale: the memory that was
-			 * marked and purged was unmapped, and this is a
-			 * newcomer at its address, which no purge ever
-			 * touches.  Its data is intact.  Where any piece is
-			 * still ours, purged pages may be there: PURGED.
-			 */
-			if (r == VRANGE_PURGED && !k.file && k.wp &&
-			    !identity_holds(a, e) && !any_piece_ours(a, e))
-				r = VRANGE_INTACT;
-			*was_purged |= r == VRANGE_PURGED;
-		}
+		r = apply_one(&k, a, e, mode, was_purged);
 		if (r < 0)
 			return r;
 		a = e;
@@ -423,7 +428,9 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 {
 	uintptr_t mask = vr_page_size - 1, a = (uintptr_t)addr;
 	uintptr_t oa = a & ~mask, ob = (a + len + mask) & ~mask;
+	uintptr_t ia = (a + mask) & ~mask, ib = (a + len) & ~mask;
 	bool was_purged = false;
+	struct known k;
 	int r;
 
 	vr_init();
@@ -432,17 +439,26 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 		return -ENOMEM;
 	if (ob < oa)
 		return -ENOENT; /* wraps around the top of the address space */
-	r = validate(oa, ob);
-	if (r < 0)
-		return r;
-	if (mode == VRANGE_VOLATILE) {
-		/* Inward: a partly covered page may hold bytes still needed. */
-		uintptr_t ia = (a + mask) & ~mask, ib = (a + len) & ~mask;
-
-		return ia < ib ? apply(ia, ib, mode, &was_purged) : 0;
+	/* Volatile rounds inward: a partly covered page may hold bytes
+	 * still needed.  Non-volatile rounds outward. */
+	if (mode == VRANGE_NONVOLATILE) {
+		ia = oa;
+		ib = ob;
 	}
-	r = apply(oa, ob, mode, &was_purged);
-	if (r == 0 && purged)
+	/*
+	 * The common case, one known anonymous mapping: one table look-up,
+	 * no system call.  (A library file's mapping goes the long way: its
+	 * metadata pages must be refused.)
+	 */
+	if (known_get(oa, &k) && ob <= k.end && (!k.file || !k.file->shared)) {
+		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
+	} else {
+		r = validate(oa, ob);
+		if (r < 0)
+			return r;
+		r = ia < ib ? apply(ia, ib, mode, &was_purged) : 0;
+	}
+	if (r == 0 && purged && mode == VRANGE_NONVOLATILE)
 		*purged = was_purged;
 	return r;
 }
