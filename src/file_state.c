@@ -231,21 +231,37 @@ void vfile_put(struct vfile *f)
 	vfile_free(f);
 }
 
+/*
+ * A library file's tree is guarded by its shared lock alone (it serialises
+ * this process's threads too); a foreign file's by the local mutex.  The
+ * mapping list is read under vfile_lock() and changed under both locks.
+ */
 int vfile_lock(struct vfile *f)
 {
-	int r = -pthread_mutex_lock(&f->lock);
-
-	if (r == 0 && f->shared) {
-		r = vshared_lock(&f->sh, &f->tree);
-		if (r < 0)
-			pthread_mutex_unlock(&f->lock);
-	}
-	return r;
+	if (f->shared)
+		return vshared_lock(&f->sh, &f->tree);
+	return -pthread_mutex_lock(&f->lock);
 }
 
 void vfile_unlock(struct vfile *f)
 {
 	if (f->shared)
+		vshared_unlock(&f->sh);
+	else
+		pthread_mutex_unlock(&f->lock);
+}
+
+/* Both locks, for changing the mapping list.  A shared lock that cannot be
+ * had (hostile metadata) still lets the list change under the local one. */
+static bool lock_both(struct vfile *f)
+{
+	pthread_mutex_lock(&f->lock);
+	return f->shared && vshared_lock(&f->sh, &f->tree) == 0;
+}
+
+static void unlock_both(struct vfile *f, bool shared_held)
+{
+	if (shared_held)
 		vshared_unlock(&f->sh);
 	pthread_mutex_unlock(&f->lock);
 }
@@ -354,22 +370,24 @@ int vfile_clear_all(struct vfile *f)
 
 void vfile_add_map(struct vfile *f, struct vmap *m)
 {
-	pthread_mutex_lock(&f->lock);
+	bool held = lock_both(f);
+
 	m->next = f->maps;
 	f->maps = m;
-	pthread_mutex_unlock(&f->lock);
+	unlock_both(f, held);
 }
 
 void vfile_del_map(struct vfile *f, struct vmap *m)
 {
-	pthread_mutex_lock(&f->lock);
+	bool held = lock_both(f);
+
 	for (struct vmap **pp = &f->maps; *pp; pp = &(*pp)->next) {
 		if (*pp == m) {
 			*pp = m->next;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&f->lock);
+	unlock_both(f, held);
 }
 
 int vfile_peek_oldest(struct vfile *f, struct rt_range *out)

@@ -335,11 +335,14 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 int vshared_lock(struct vshared *s, struct rt_tree *tree)
 {
 	struct timespec deadline;
-	int r;
+	int r = pthread_mutex_trylock(&s->hdr->lock);
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += LOCK_TIMEOUT_SEC;
-	r = pthread_mutex_timedlock(&s->hdr->lock, &deadline);
+	/* Only a contended lock pays for reading the clock. */
+	if (r == EBUSY) {
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += LOCK_TIMEOUT_SEC;
+		r = pthread_mutex_timedlock(&s->hdr->lock, &deadline);
+	}
 	if (r == EOWNERDEAD) {
 		if (recover(s, tree) < 0) {
 			pthread_mutex_unlock(&s->hdr->lock);

@@ -7,12 +7,10 @@
 
 #include "shmem.h"
 
-int shmem_check_fd(int fd, struct stat *st)
+int shmem_check_kind(int fd, const struct stat *st)
 {
 	struct statfs sfs;
 
-	if (fd < 0 || fstat(fd, st) < 0)
-		return -EBADF;
 	if (!S_ISREG(st->st_mode))
 		return -EOPNOTSUPP;
 	if (fstatfs(fd, &sfs) < 0)
@@ -21,4 +19,11 @@ int shmem_check_fd(int fd, struct stat *st)
 	if (sfs.f_type != TMPFS_MAGIC)
 		return -EOPNOTSUPP;
 	return 0;
+}
+
+int shmem_check_fd(int fd, struct stat *st)
+{
+	if (fd < 0 || fstat(fd, st) < 0)
+		return -EBADF;
+	return shmem_check_kind(fd, st);
 }

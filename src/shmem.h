@@ -11,4 +11,7 @@
  * 0, -EBADF (bad fd) or -EOPNOTSUPP (anything else). */
 int shmem_check_fd(int fd, struct stat *st) VR_HIDDEN;
 
+/* The second half of shmem_check_fd, for a caller that has st already. */
+int shmem_check_kind(int fd, const struct stat *st) VR_HIDDEN;
+
 #endif

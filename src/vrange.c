@@ -13,6 +13,7 @@
 #include "pressure.h"
 #include "purge.h"
 #include "region.h"
+#include "shared_file.h"
 #include "shmem.h"
 #include "uffd_purge.h"
 #include "vrange.h"
@@ -24,37 +25,53 @@ const char *vrange_version(void)
 
 /*
  * Validate a file-layer call and find the file's state (a reference the
- * caller puts).  The range is checked against the user area the file shows
- * (a library file's metadata is not part of it) before the file layer takes
- * its own reference, so a refused call leaves no state behind.
- * 1: go on; 0: nothing to do (len 0); -errno.
+ * caller puts).  A file already known was checked when it was first seen,
+ * so a call on it costs one fstat.  The range is checked against the size
+ * the file shows before the file layer takes its own reference, and a
+ * query or unmark on a file with no state creates none (unless the state
+ * lives in the file: a library file).
+ * 1: go on; 0: nothing to do (len 0, or no state: not volatile / INTACT);
+ * -errno.
  */
-static int fd_layer_begin(int fd, off_t off, off_t len, bool inward,
+static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 			  struct vfile **out, uint64_t *start, uint64_t *end)
 {
 	struct vfile *f;
 	struct stat st;
+	uint64_t user_size;
 	int r;
 
 	vr_init();
-	r = shmem_check_fd(fd, &st);
-	if (r < 0)
-		return r;
-	if (off < 0 || len < 0)
-		return -EINVAL;
-	r = vfile_get(fd, &st, &f);
-	if (r < 0)
-		return r;
-	r = vr_page_range((uint64_t)off, (uint64_t)len, vfile_user_size(f, &st),
-			  inward, start, end);
-	if (r == 0 && *start < *end)
-		r = vfile_attach_fd_layer(f);
-	if (r < 0 || *start == *end) {
-		vfile_put(f);
-		return r;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -EBADF;
+	f = vfile_find(st.st_dev, st.st_ino);
+	r = f ? 0 : shmem_check_kind(fd, &st);
+	if (r == 0 && (off < 0 || len < 0))
+		r = -EINVAL;
+	if (r == 0 && !f && !marking) {
+		r = vshared_probe(fd, &user_size);
+		if (r == 0) { /* foreign and stateless: answer without state */
+			r = vr_page_range((uint64_t)off, (uint64_t)len,
+					  (uint64_t)st.st_size, false, start, end);
+			return r;
+		}
+		r = r < 0 ? r : 0;
 	}
+	if (r == 0 && !f)
+		r = vfile_get(fd, &st, &f);
+	if (r < 0)
+		goto fail;
+	r = vr_page_range((uint64_t)off, (uint64_t)len, vfile_user_size(f, &st),
+			  marking, start, end);
+	if (r == 0 && *start < *end && marking)
+		r = vfile_attach_fd_layer(f);
+	if (r < 0 || *start == *end)
+		goto fail;
 	*out = f;
 	return 1;
+fail:
+	vfile_put(f);
+	return r;
 }
 
 int vrange_fd_mark_volatile(int fd, off_t off, off_t len)
