@@ -289,7 +289,7 @@ static void clear_stale(uintptr_t a, uintptr_t b)
 static int classify(uintptr_t addr)
 {
 	struct known k = { 0 };
-	struct vma v;
+	struct vma v = { 0 }; /* the kernel fills the name behind valgrind's back */
 	int r = vma_query(addr, &v);
 
 	if (r < 0)
