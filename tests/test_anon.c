@@ -549,6 +549,8 @@ START_TEST(shared_anonymous)
 	ck_assert_ptr_ne(m1, MAP_FAILED);
 	/* A second mapping of the same object (old_size 0 duplicates). */
 	m2 = mremap(m1, 0, n * ps, MREMAP_MAYMOVE);
+	if (m2 == MAP_FAILED && getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("valgrind does not duplicate mappings with mremap");
 	ck_assert_ptr_ne(m2, MAP_FAILED);
 	fill_pages(m1, n);
 	ck_assert(mem_all(m2 + 3 * ps, ps, fill_byte(3)));
@@ -574,6 +576,10 @@ START_TEST(munmap_remap_untouched)
 	unsigned char *b = anon_map(n), *b2;
 	unsigned char v;
 
+	if (!sigbus_mode())
+		TEST_SKIP("without userfaultfd (%s) a remapped address cannot be told "
+			  "from the marked memory: known gap of issue 9",
+			  stats().access_fallback);
 	catch_bus();
 	fill_pages(b, n);
 	mark(b, n * ps);
@@ -620,6 +626,10 @@ START_TEST(fresh_buffer_after_remap_not_purged)
 	size_t len = 64u << 20;
 	unsigned char *b = anon_map(len / ps), *c;
 
+	if (!sigbus_mode())
+		TEST_SKIP("without userfaultfd (%s) a remapped address cannot be told "
+			  "from the marked memory: known gap of issue 9",
+			  stats().access_fallback);
 	memset(b, 1, len);
 	mark(b, len);
 	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)len);
@@ -658,6 +668,10 @@ START_TEST(stale_purged_state_after_munmap)
 	const size_t n = 8;
 	unsigned char *b = anon_map(n), *c;
 
+	if (!sigbus_mode())
+		TEST_SKIP("without userfaultfd (%s) a remapped address cannot be told "
+			  "from the marked memory: known gap of issue 9",
+			  stats().access_fallback);
 	fill_pages(b, n);
 	mark(b, n * ps);
 	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(n * ps));
@@ -1179,7 +1193,11 @@ __attribute__((constructor)) static void helper_mode(void)
 START_TEST(fallback_without_uffd)
 {
 	int status;
-	pid_t pid = fork();
+	pid_t pid;
+
+	if (getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("/proc/self/exe is valgrind's launcher here");
+	pid = fork();
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
