@@ -20,16 +20,17 @@
 #include <unistd.h>
 
 #include "shared_file.h"
+#include "shared_lock.h"
 
-#define VSHARED_MAGIC "libvrange-state2"
-#define VSHARED_VERSION 2u
+#define VSHARED_MAGIC "libvrange-state3"
+#define VSHARED_VERSION 3u
 #define XATTR_NAME "user.vrange"
-#define XATTR_MAGIC "vrange2"
+#define XATTR_MAGIC "vrange3"
 #define MAX_HOLDERS 16
 /* Extra arena slots beyond one per page, so a full tree can still split. */
 #define ARENA_SLACK 16u
 /* How long a lock holder may keep others waiting before they give up. */
-#define LOCK_TIMEOUT_SEC 5
+#define LOCK_TIMEOUT_MS 5000
 
 struct vshared_hdr {
 	char magic[16];
@@ -37,7 +38,7 @@ struct vshared_hdr {
 	uint32_t page_size;
 	uint64_t user_size;
 	uint64_t arena_bytes;
-	pthread_mutex_t lock;   /* process-shared, robust */
+	struct shared_lock lock; /* robust against death and scribbles */
 	_Atomic uint32_t ready; /* set last, after everything above */
 };
 
@@ -68,21 +69,6 @@ static int layout(uint64_t user_size, uint64_t *arena_bytes, uint64_t *meta_size
 	*arena_bytes = round_page(rt_arena_bytes((uint32_t)pages + ARENA_SLACK));
 	*meta_size = *arena_bytes + vr_page_size;
 	return 0;
-}
-
-static int init_lock(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t a;
-	int r;
-
-	pthread_mutexattr_init(&a);
-	r = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	if (r == 0)
-		r = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	if (r == 0)
-		r = pthread_mutex_init(m, &a);
-	pthread_mutexattr_destroy(&a);
-	return -r;
 }
 
 static int map_meta(int mfd, uint64_t user_size, struct vshared *s)
@@ -146,9 +132,8 @@ static int create_meta(uint64_t user_size)
 		r = map_meta(mfd, user_size, &s);
 	if (r == 0)
 		r = rt_format(&t, s.map, s.arena_bytes);
-	if (r == 0)
-		r = init_lock(&s.hdr->lock);
 	if (r == 0) {
+		atomic_init(&s.hdr->lock.word, 0);
 		memcpy(s.hdr->magic, VSHARED_MAGIC, sizeof(s.hdr->magic));
 		s.hdr->version = VSHARED_VERSION;
 		s.hdr->page_size = (uint32_t)vr_page_size;
@@ -334,28 +319,16 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 
 int vshared_lock(struct vshared *s, struct rt_tree *tree)
 {
-	struct timespec deadline;
-	int r = pthread_mutex_trylock(&s->hdr->lock);
+	int r = shared_lock_acquire(&s->hdr->lock, LOCK_TIMEOUT_MS);
 
-	/* Only a contended lock pays for reading the clock. */
-	if (r == EBUSY) {
-		clock_gettime(CLOCK_REALTIME, &deadline);
-		deadline.tv_sec += LOCK_TIMEOUT_SEC;
-		r = pthread_mutex_timedlock(&s->hdr->lock, &deadline);
+	if (r == 1 && recover(s, tree) < 0) {
+		shared_lock_release(&s->hdr->lock);
+		return -EIO;
 	}
-	if (r == EOWNERDEAD) {
-		if (recover(s, tree) < 0) {
-			pthread_mutex_unlock(&s->hdr->lock);
-			return -EIO;
-		}
-		pthread_mutex_consistent(&s->hdr->lock);
-		r = 0;
-	}
-	/* ETIMEDOUT, ENOTRECOVERABLE, EINVAL (a scribbled lock): -EIO. */
-	return r ? -EIO : 0;
+	return r < 0 ? -EIO : 0;
 }
 
 void vshared_unlock(struct vshared *s)
 {
-	pthread_mutex_unlock(&s->hdr->lock);
+	shared_lock_release(&s->hdr->lock);
 }

@@ -4,7 +4,7 @@
  * where every process that holds the file can reach it, and nobody else
  * (internal).
  *
- * The state (the range tree's arena and a process-shared robust lock) lives
+ * The state (the range tree's arena and a process-shared lock that survives a dead holder) lives
  * in a companion memfd, the metadata file.  The user's file keeps exactly
  * its size (the contract: a region's memfd is `size` bytes); it carries an
  * extended attribute, user.vrange, that names the metadata file's identity
@@ -65,7 +65,8 @@ int vshared_open(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 void vshared_close(struct vshared *s) VR_HIDDEN;
 
 /*
- * The process-shared lock.  A holder that died is recovered from: the tree
+ * The process-shared lock (shared_lock.h).  A holder that died is
+ * recovered from: the tree
  * is checked, and if the death left it inconsistent it is reset to one
  * conservative state (every page "purged": nothing is ever reported INTACT
  * that might not be, and nothing is discarded).  A lock that cannot be had

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shared_lock.h - a lock that lives in memory shared between processes and
+ * survives both a holder that dies and a lock word that was scribbled on
+ * (internal).
+ *
+ * The word holds the owner's thread id (0 = free) and a waiters bit.  A
+ * waiter sleeps on the futex in short slices and, between them, asks the
+ * kernel whether the owner still exists; a dead owner's lock is taken over
+ * and the taker is told so (the data it guards may be torn).  Any value in
+ * the word is just a thread id that does not exist, or one that does: the
+ * first is taken over, the second times out.  Nothing can crash.
+ * Acquiring uncontended is one compare-and-swap; releasing, one exchange.
+ */
+#ifndef VRANGE_SHARED_LOCK_H
+#define VRANGE_SHARED_LOCK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "env.h"
+
+struct shared_lock {
+	_Atomic uint32_t word;
+};
+
+/*
+ * 0: acquired; 1: acquired from an owner that died (check what it guards);
+ * -EIO: not acquired within timeout_ms (a live owner that does not let go).
+ * Async-signal-safe.
+ */
+int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms) VR_HIDDEN;
+void shared_lock_release(struct shared_lock *l) VR_HIDDEN;
+
+#endif
