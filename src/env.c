@@ -124,9 +124,16 @@ static void fork_prepare(void)
 	region_fork_prepare();
 }
 
-static void fork_done(void)
+static void fork_parent(void)
 {
-	region_fork_done();
+	region_fork_parent();
+	vfile_fork_done();
+	purge_fork_done();
+}
+
+static void fork_child(void)
+{
+	region_fork_child();
 	vfile_fork_done();
 	purge_fork_done();
 }
@@ -139,7 +146,7 @@ static void init_basic_once(void)
 		vr_page_size = (size_t)ps;
 	vr_page_shift = (unsigned int)__builtin_ctzl(vr_page_size);
 	read_env();
-	pthread_atfork(fork_prepare, fork_done, fork_done);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static void init_full_once(void)

@@ -414,21 +414,26 @@ static uint64_t allocated_bytes(int fd)
  * Discard pages [start, end), which are volatile: the one place where data
  * goes away.  Caller holds f->lock (see the comment at the top).
  */
-static void vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
-			  uint64_t *freed)
+static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
+			 uint64_t *freed)
 {
 	size_t off = (size_t)start << vr_page_shift;
 	size_t len = (size_t)(end - start) << vr_page_shift;
 	uint64_t before, after;
+	int r;
 
 	if (f->anon) {
 		anymap_discard(f, start, end, freed);
-		return;
+		return 0;
 	}
+	/* Recorded first: a page that goes unrecorded could later be
+	 * reported INTACT.  A tree that refuses (-EIO) loses nothing. */
+	r = rt_mark_purged(&f->tree, start, end, NULL);
+	if (r < 0)
+		return r;
 	for (struct vmap *m = f->maps; m; m = m->next)
 		if (m->sigbus && off < m->size)
 			uffd_before_discard(m, off, len < m->size - off ? len : m->size - off);
-	rt_mark_purged(&f->tree, start, end, NULL);
 	before = allocated_bytes(f->fd);
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len) < 0)
@@ -439,6 +444,7 @@ static void vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 		if (m->sigbus && off < m->size)
 			uffd_after_discard(m, off, len < m->size - off ? len : m->size - off);
 	*freed += before > after ? before - after : 0;
+	return 0;
 }
 
 int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
@@ -463,7 +469,9 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 		r = -ENOMEM;
 		goto out;
 	}
-	vfile_discard(f, rr.start, rr.start + n, freed);
+	r = vfile_discard(f, rr.start, rr.start + n, freed);
+	if (r < 0)
+		goto out;
 	*pages += n;
 	r = keep_spare(f) < 0 ? -ENOMEM : 1;
 out:

@@ -387,7 +387,14 @@ void region_fork_prepare(void)
 	pthread_rwlock_wrlock(&table_lock);
 }
 
-void region_fork_done(void)
+void region_fork_parent(void)
 {
 	pthread_rwlock_unlock(&table_lock);
+}
+
+/* glibc unlocks a write-held rwlock only for the thread that locked it, and
+ * the child's thread has another id: start the child with a fresh lock. */
+void region_fork_child(void)
+{
+	pthread_rwlock_init(&table_lock, NULL);
 }

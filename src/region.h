@@ -37,6 +37,7 @@ int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 
 /* pthread_atfork handlers (see env.c). */
 void region_fork_prepare(void) VR_HIDDEN;
-void region_fork_done(void) VR_HIDDEN;
+void region_fork_parent(void) VR_HIDDEN;
+void region_fork_child(void) VR_HIDDEN;
 
 #endif
