@@ -134,7 +134,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	region_fork_child();
-	vfile_fork_done();
+	vfile_fork_child();
 	purge_fork_done();
 }
 

@@ -451,7 +451,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 		       uint64_t *pages)
 {
 	uint64_t chunk = VFILE_CHUNK_BYTES >> vr_page_shift, n;
-	struct rt_range rr;
+	struct rt_range rr, after;
 	int r = vfile_lock(f);
 
 	if (r < 0)
@@ -474,6 +474,11 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 		goto out;
 	*pages += n;
 	r = keep_spare(f) < 0 ? -ENOMEM : 1;
+	/* Progress or stop: a tree that hands out the same oldest range after
+	 * it was discarded is corrupt, and callers loop on this. */
+	if (r == 1 && rt_oldest(&f->tree, &after) == 1 &&
+	    after.start == rr.start && after.seq == rr.seq && after.prio == rr.prio)
+		r = -EIO;
 out:
 	vfile_unlock(f);
 	return r;
@@ -568,6 +573,16 @@ void vfile_fork_prepare(void)
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next)
 		pthread_mutex_lock(&f->lock);
+}
+
+/* The child maps the shared metadata too: name it as a holder, so the
+ * state stays reachable after the parent is gone. */
+void vfile_fork_child(void)
+{
+	for (struct vfile *f = registry; f; f = f->next)
+		if (f->shared)
+			vshared_add_self(f->fd, &f->sh, &f->tree);
+	vfile_fork_done();
 }
 
 void vfile_fork_done(void)

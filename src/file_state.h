@@ -131,6 +131,7 @@ void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 /* pthread_atfork handlers: hold every lock of this module across fork. */
 void vfile_fork_prepare(void) VR_HIDDEN;
 void vfile_fork_done(void) VR_HIDDEN;
+void vfile_fork_child(void) VR_HIDDEN;
 
 /* Largest number of pages one purge step discards while holding the lock. */
 #define VFILE_CHUNK_BYTES (2u << 20)

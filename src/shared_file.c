@@ -30,7 +30,7 @@
 /* Extra arena slots beyond one per page, so a full tree can still split. */
 #define ARENA_SLACK 16u
 /* How long a lock holder may keep others waiting before they give up. */
-#define LOCK_TIMEOUT_MS 5000
+#define LOCK_TIMEOUT_MS 2000
 
 struct vshared_hdr {
 	char magic[16];
@@ -214,6 +214,15 @@ static int open_holder(const struct vshared_xattr *x, uint32_t i)
 	if (x->h[i].pid <= 0 || x->h[i].fd < 0)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)x->h[i].pid, (int)x->h[i].fd);
+	/* Look before opening read-write: only the metadata file itself. */
+	mfd = open(path, O_PATH | O_CLOEXEC);
+	if (mfd < 0)
+		return -1;
+	if (!is_meta(mfd, x)) {
+		close(mfd);
+		return -1;
+	}
+	close(mfd);
 	mfd = open(path, O_RDWR | O_CLOEXEC);
 	if (mfd >= 0 && !is_meta(mfd, x)) {
 		close(mfd);
@@ -251,6 +260,61 @@ void vshared_add_self(int fd, struct vshared *s, struct rt_tree *tree)
 	}
 }
 
+static int find_holder(const struct vshared_xattr *x)
+{
+	int mfd = -1;
+
+	for (uint32_t i = 0; i < x->nholders && mfd < 0; i++)
+		mfd = open_holder(x, i);
+	return mfd;
+}
+
+/* An OFD lock far beyond any data, so it never meets the application's. */
+static int attr_lock(int fd, short type)
+{
+	struct flock fl = {
+		.l_type = type, .l_whence = SEEK_SET,
+		.l_start = INT64_MAX - 1, .l_len = 1,
+	};
+
+	return fcntl(fd, F_OFD_SETLKW, &fl) < 0 ? -errno : 0;
+}
+
+/*
+ * No live process holds the metadata: every process that marked anything
+ * is gone, so "nothing volatile" is the truth.  Start a fresh metadata file
+ * and name it, one process at a time (the others then find it as holder).
+ * The descriptor, or -1.
+ */
+static int recreate_meta(int fd, struct vshared_xattr *x)
+{
+	struct stat st;
+	int mfd = -1;
+
+	if (attr_lock(fd, F_WRLCK) < 0)
+		return -1;
+	if (read_xattr(fd, x) == 1)
+		mfd = find_holder(x);
+	if (mfd < 0 && (mfd = create_meta(x->user_size)) >= 0) {
+		bool named = fstat(mfd, &st) == 0;
+
+		if (named) {
+			x->meta_dev = st.st_dev;
+			x->meta_ino = st.st_ino;
+			x->nholders = 1;
+			x->h[0].pid = getpid();
+			x->h[0].fd = mfd;
+			named = write_xattr(fd, x) == 0;
+		}
+		if (!named) {
+			close(mfd);
+			mfd = -1;
+		}
+	}
+	attr_lock(fd, F_UNLCK);
+	return mfd;
+}
+
 int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
 {
 	struct vshared_xattr x;
@@ -260,10 +324,11 @@ int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
 	s->meta_fd = -1;
 	if (r <= 0)
 		return r;
-	for (uint32_t i = 0; i < x.nholders && mfd < 0; i++)
-		mfd = open_holder(&x, i);
+	mfd = find_holder(&x);
+	if (mfd < 0)
+		mfd = recreate_meta(fd, &x);
 	if (mfd < 0) {
-		vr_debug("no live process holds the shared state: process-local");
+		vr_debug("shared state unreachable: process-local");
 		return 0;
 	}
 	s->meta_fd = mfd;
@@ -319,7 +384,17 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 
 int vshared_lock(struct vshared *s, struct rt_tree *tree)
 {
-	int r = shared_lock_acquire(&s->hdr->lock, LOCK_TIMEOUT_MS);
+	int r;
+
+	/* A lock that was held past the timeout once is not waited for again:
+	 * every call would otherwise stall (a hostile or stopped holder). */
+	if (atomic_load_explicit(&s->wedged, memory_order_relaxed))
+		return -EIO;
+	r = shared_lock_acquire(&s->hdr->lock, LOCK_TIMEOUT_MS);
+	if (r < 0) {
+		vr_debug("shared state locked for %d ms: giving up on it", LOCK_TIMEOUT_MS);
+		atomic_store_explicit(&s->wedged, true, memory_order_relaxed);
+	}
 
 	if (r == 1 && recover(s, tree) < 0) {
 		shared_lock_release(&s->hdr->lock);
