@@ -815,8 +815,13 @@ START_TEST(test_survival_volatile)
 		      "the process with a volatile cache did not survive (status 0x%x, "
 		      "%" PRIu64 " MiB allocated)", status, allocated / MiB);
 	ck_assert_uint_eq(allocated, 128 * MiB);
-	/* It had to give back at least what did not fit. */
-	ck_assert_uint_ge(purged, 64 * MiB);
+	/*
+	 * 192 + 128 MiB do not fit in 256: about 64 MiB had to go.  The kernel
+	 * may find part of it in reclaimable page cache charged to the group
+	 * (the test's own binaries and libraries), so the volatile cache must
+	 * have given at least half of it.
+	 */
+	ck_assert_uint_ge(purged, 32 * MiB);
 }
 END_TEST
 

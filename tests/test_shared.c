@@ -1077,7 +1077,7 @@ START_TEST(no_named_files)
 
 	if (unshare(CLONE_NEWNS) < 0)
 		TEST_SKIP("unshare(CLONE_NEWNS): %s", strerror(errno));
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") < 0 ||
 	    mount("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777") < 0)
 		TEST_SKIP("cannot mount private tmpfs: %s", strerror(errno));
