@@ -17,6 +17,7 @@
 #include "region.h"
 #include "shared_file.h"
 #include "shmem.h"
+#include "sigbus_fixup.h"
 #include "uffd_purge.h"
 
 /* memfd names: the kernel takes 249 bytes after its "memfd:" prefix. */
@@ -189,6 +190,8 @@ static int region_open(int fd, size_t size, unsigned int access,
 	r->map.base = base;
 	r->map.size = size;
 	r->map.sigbus = access == VRANGE_ACCESS_SIGBUS;
+	if (r->map.sigbus)
+		sigbus_fixup_install();
 	r->map.region = r;
 	vfile_add_map(r->file, &r->map);
 	ret = table_insert(r);

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* sigbus_fixup.c - see sigbus_fixup.h. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "file_state.h"
+#include "region.h"
+#include "sigbus_fixup.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct sigaction previous;
+/* The last address this thread fixed: a second fault there is genuine. */
+static __thread uintptr_t last_fixed;
+
+/* Is the page at addr, in a SIGBUS-mode region, no longer purged? */
+static bool stale_marker(void *addr)
+{
+	bool partly, stale = false;
+	struct vrange_region *r = region_lookup(addr, 1, &partly);
+	uint64_t page, vol = 0, purged = 0;
+
+	if (!r || !r->map.sigbus)
+		return false;
+	page = (uint64_t)((char *)addr - r->map.base) >> vr_page_shift;
+	if (vfile_lock(r->file) < 0)
+		return false;
+	if (rt_count(&r->file->tree, page, page + 1, &vol, &purged) == 0)
+		stale = purged == 0;
+	vfile_unlock(r->file);
+	return stale;
+}
+
+static void chain(int sig, siginfo_t *si, void *uc)
+{
+	if (previous.sa_flags & SA_SIGINFO) {
+		previous.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+		previous.sa_handler(sig);
+		return;
+	}
+	/* Default action: return and let the access fault again, unhandled. */
+	signal(SIGBUS, SIG_DFL);
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t page = (uintptr_t)si->si_addr & ~(uintptr_t)(vr_page_size - 1);
+
+	if (si->si_code == BUS_ADRERR && page != last_fixed &&
+	    stale_marker(si->si_addr)) {
+		last_fixed = page;
+		madvise((void *)page, vr_page_size, MADV_DONTNEED);
+		return; /* the access is retried and now finds the page */
+	}
+	last_fixed = 0;
+	chain(sig, si, uc);
+}
+
+static void install_once(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, &previous);
+}
+
+void sigbus_fixup_install(void)
+{
+	pthread_once(&once, install_once);
+}
