@@ -21,6 +21,8 @@
 #ifndef VRANGE_SHARED_FILE_H
 #define VRANGE_SHARED_FILE_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -38,6 +40,7 @@ struct vshared {
 	uint64_t user_size;      /* bytes of user data (not page-rounded) */
 	uint64_t user_pages;     /* pages the tree may hold */
 	uint64_t arena_bytes;    /* local copy: never trust the header's */
+	_Atomic bool wedged;     /* its lock timed out: -EIO from now on */
 };
 
 /*
@@ -70,7 +73,8 @@ void vshared_close(struct vshared *s) VR_HIDDEN;
  * is checked, and if the death left it inconsistent it is reset to one
  * conservative state (every page "purged": nothing is ever reported INTACT
  * that might not be, and nothing is discarded).  A lock that cannot be had
- * within a bounded time (a hostile or wedged holder) is -EIO.
+ * within two seconds (a hostile or stopped holder) is -EIO, then and for
+ * every later call on the file in this process.
  */
 int vshared_lock(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 void vshared_unlock(struct vshared *s) VR_HIDDEN;

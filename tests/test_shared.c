@@ -1791,29 +1791,6 @@ static void add_test(TCase *tc, const TTest *t, const char *name)
 }
 #define ADD(tc, fn) add_test(tc, fn, #fn)
 
-/*
- * Cases that fail today because of open bugs outside this file (see the
- * comment at each case and the report of issue 7).  They run with
- * VRANGE_TEST_KNOWN_BUGS=1; otherwise each is named on stderr as skipped,
- * so the gap stays visible.  Move a case back to its tcase when its bug is
- * fixed.
- */
-static int known_bugs(void)
-{
-	const char *k = getenv("VRANGE_TEST_KNOWN_BUGS");
-
-	return k && *k && *k != '0';
-}
-
-static void add_known_bug(TCase *tc, const TTest *t, const char *name, const char *bug)
-{
-	if (known_bugs())
-		add_test(tc, t, name);
-	else
-		fprintf(stderr, "SKIP %s: known bug: %s (VRANGE_TEST_KNOWN_BUGS=1 runs it)\n",
-			name, bug);
-}
-#define ADD_BUG(tc, fn, bug) add_known_bug(tc, fn, #fn, bug)
 
 Suite *test_suite(void)
 {
