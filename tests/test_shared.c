@@ -1075,12 +1075,21 @@ START_TEST(no_named_files)
 	struct dirent *e;
 	int fd;
 
-	if (unshare(CLONE_NEWNS) < 0)
+	/*
+	 * The helper starts first, in the real mount namespace: the build (its
+	 * library) may itself live under /tmp, which the empty tmpfs hides.
+	 */
+	h = helper_start(1);
+	if (unshare(CLONE_NEWNS) < 0) {
+		helper_stop(&h);
 		TEST_SKIP("unshare(CLONE_NEWNS): %s", strerror(errno));
-	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	}
+	if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") < 0 ||
-	    mount("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777") < 0)
+	    mount("tmpfs", "/dev/shm", "tmpfs", 0, "mode=1777") < 0) {
+		helper_stop(&h);
 		TEST_SKIP("cannot mount private tmpfs: %s", strerror(errno));
+	}
 	setenv("TMPDIR", "/tmp", 1);
 	alarm(60);
 	/* Descriptors open before the library is used (Check's own). */
@@ -1093,7 +1102,6 @@ START_TEST(no_named_files)
 	ck_assert_int_ge(vrange_purge(4 * ps), 0);
 	ck_assert_int_eq(vrange_region_adopt(vrange_region_fd(r), 0, &a), 0);
 	ck_assert_int_eq(vrange_fd_mark_volatile(vrange_region_fd(r), 0, (off_t)ps), 0);
-	h = helper_start(1);
 	ck_assert_int_eq(helper_adopt(&h, vrange_region_fd(r), 0), 0);
 	ck_assert_int_eq(helper_call(&h, OP_MARK, 8 * ps, ps, 0), 0);
 	ck_assert_int_eq(helper_call(&h, OP_PURGE, 0, 0, 0) >= 0, 1);
