@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "any_mapping.h"
@@ -447,6 +448,20 @@ static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 	return 0;
 }
 
+/*
+ * Locks are not fair: a purger that takes the lock again at once, on its
+ * own CPU, can starve a thread waiting to mark for the whole purge.  When
+ * somebody waited, step aside for a moment before the next chunk.
+ */
+static void yield_to_waiters(struct vfile *f)
+{
+	struct timespec pause = { 0, 50000 };
+
+	if (f->shared && atomic_exchange_explicit(&f->sh.contended, false,
+						  memory_order_relaxed))
+		nanosleep(&pause, NULL);
+}
+
 int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 		       uint64_t *pages)
 {
@@ -481,6 +496,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 		r = -EIO;
 out:
 	vfile_unlock(f);
+	yield_to_waiters(f);
 	return r;
 }
 

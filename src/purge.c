@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -53,8 +52,6 @@ uint64_t purge_run(uint64_t bytes)
 		vfile_put(f);
 		if (r < 0)
 			break;
-		/* Mutexes are not fair: let a thread waiting to mark in. */
-		sched_yield();
 	}
 	atomic_fetch_add(&n_purges, 1);
 	atomic_fetch_add(&n_purged_total, freed);

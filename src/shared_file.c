@@ -405,5 +405,6 @@ int vshared_lock(struct vshared *s, struct rt_tree *tree)
 
 void vshared_unlock(struct vshared *s)
 {
-	shared_lock_release(&s->hdr->lock);
+	if (shared_lock_release(&s->hdr->lock))
+		atomic_store_explicit(&s->contended, true, memory_order_relaxed);
 }

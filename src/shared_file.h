@@ -41,6 +41,7 @@ struct vshared {
 	uint64_t user_pages;     /* pages the tree may hold */
 	uint64_t arena_bytes;    /* local copy: never trust the header's */
 	_Atomic bool wedged;     /* its lock timed out: -EIO from now on */
+	_Atomic bool contended;  /* someone waited at the last unlock */
 };
 
 /*

@@ -52,10 +52,18 @@ static int owner_alive(uint32_t word)
 	return kill(tid, 0) == 0 || errno == EPERM;
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms)
 {
 	uint32_t me = self(), cur = 0;
-	unsigned int waited = 0;
+	uint64_t deadline = 0;
 
 	if (atomic_compare_exchange_strong_explicit(&l->word, &cur, me,
 						    memory_order_acquire,
@@ -78,7 +86,10 @@ int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms)
 				return 1;
 			continue;
 		}
-		if (waited >= timeout_ms)
+		/* Real time, not slices: every release wakes us early. */
+		if (!deadline)
+			deadline = now_ms() + timeout_ms;
+		else if (now_ms() > deadline)
 			return -EIO;
 		if (!(cur & WAITERS) &&
 		    !atomic_compare_exchange_strong_explicit(
@@ -86,15 +97,15 @@ int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms)
 			    memory_order_relaxed, memory_order_relaxed))
 			continue;
 		futex_wait_ms(&l->word, cur | WAITERS, SLICE_MS);
-		waited += SLICE_MS;
 		cur = atomic_load_explicit(&l->word, memory_order_relaxed);
 	}
 }
 
-void shared_lock_release(struct shared_lock *l)
+bool shared_lock_release(struct shared_lock *l)
 {
 	uint32_t old = atomic_exchange_explicit(&l->word, 0, memory_order_release);
 
 	if (old & WAITERS)
 		syscall(SYS_futex, &l->word, FUTEX_WAKE, 1, NULL, NULL, 0);
+	return old & WAITERS;
 }

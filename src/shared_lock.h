@@ -16,6 +16,7 @@
 #define VRANGE_SHARED_LOCK_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "env.h"
@@ -30,6 +31,7 @@ struct shared_lock {
  * Async-signal-safe.
  */
 int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms) VR_HIDDEN;
-void shared_lock_release(struct shared_lock *l) VR_HIDDEN;
+/* Release; true if somebody may be waiting for it. */
+bool shared_lock_release(struct shared_lock *l) VR_HIDDEN;
 
 #endif
