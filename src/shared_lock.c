@@ -15,7 +15,7 @@
 #define SLICE_MS 10u
 
 /* This thread's id, cached: the uncontended path makes no system call. */
-static __thread uint32_t my_tid;
+static __thread uint32_t my_tid __attribute__((tls_model("initial-exec")));
 
 /* fork() copies the cache into a child whose thread has another id. */
 static void forget_tid(void)
