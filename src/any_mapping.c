@@ -530,9 +530,16 @@ void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *fre
 			return;
 		}
 		e = v.end < b ? v.end : b;
+		/*
+		 * Without the registration (no userfaultfd) the best evidence
+		 * is the mapping's exact extent: anything that moved its bounds
+		 * is forgotten rather than risked.  Only an unmap and a new map
+		 * of exactly the same extent can pass unnoticed there.
+		 */
 		same = !v.shared && v.inode == 0 && !is_special(&v) &&
 		       known_get(a, &k) && !k.file &&
-		       (!k.wp || identity_holds(a, e));
+		       (k.wp ? identity_holds(a, e) :
+			       v.start == k.start && v.end == k.end);
 		if (same) {
 			discard_piece(f, a, e, k.wp, freed);
 		} else {
