@@ -63,8 +63,8 @@ const char *vrange_version(void);
  * Mark the whole pages inside [off, off + len) of the file behind @p fd
  * volatile (rounding inward).  Already-volatile pages become the most
  * recently marked; pages purged since they were marked stay purged.
- * Makes no system call once the file is known (the first call on a file
- * opens its state).
+ * Costs one fstat once the file is known (the first call on a file opens
+ * its state and keeps a descriptor of it until vrange_fd_forget).
  * @return 0; -EBADF bad fd; -EOPNOTSUPP not a shared-memory file;
  *         -EINVAL negative off/len, overflow, or past the end of the file;
  *         -ENOMEM no memory for the state; -EIO corrupt shared state.
@@ -112,7 +112,10 @@ typedef struct vrange_region vrange_region;
 
 /**
  * Create a region: a memfd of @p size bytes (rounded up to pages) mapped
- * shared and read-write.  Nothing is made resident.
+ * shared and read-write.  Nothing is made resident.  Its volatile state is
+ * shared with every process that adopts the memfd.  The first region in
+ * SIGBUS mode installs the library's SIGBUS handler, which chains to the
+ * handler installed before it (see docs/design.md).
  * @param name  memfd name for /proc (may be NULL; truncated if too long).
  * @param size  bytes, > 0.
  * @param flags 0, VRANGE_ACCESS_ZERO or VRANGE_ACCESS_SIGBUS.
@@ -213,7 +216,8 @@ int vrange(void *addr, size_t len, int mode, int *purged);
 /**
  * Refill callback: fill @p buf (@p len bytes, one page or more) with the
  * contents of the region at @p off.  Return 0 to install them, < 0 to give
- * the faulting thread SIGBUS.  Runs on the library's fault thread.
+ * the faulting thread SIGBUS.  Runs on the library's fault thread; it must
+ * not destroy its own region.
  */
 typedef int (*vrange_refill_fn)(vrange_region *r, size_t off, void *buf,
 				size_t len, void *arg);
@@ -266,7 +270,9 @@ struct vrange_monitor_opts {
  * Start the pressure monitor thread (it also starts by itself with the
  * first region or file-layer call unless VRANGE_MONITOR=0).  It listens to
  * PSI, cgroup v1/v2 limits and events, and falls back to polling
- * /proc/meminfo; vrange_stats.pressure_source names what it uses.
+ * /proc/meminfo; vrange_stats.pressure_source names what it uses ("psi",
+ * "psi-cgroup", "memcg-v1", "memcg-v2", "meminfo", "none").  After fork()
+ * the child has no monitor until it starts one.
  * @param opts NULL for defaults; zero fields take their defaults.
  * @return 0; -EALREADY running; -EINVAL struct_size too small or unknown
  *         flags; -errno from thread creation.
@@ -282,8 +288,9 @@ int vrange_monitor_stop(void);
 /**
  * Cap the resident bytes of all library files (regions and file-layer files,
  * as st_blocks shows them).  Over budget the monitor purges volatile pages,
- * oldest first, until under it or nothing volatile is left, within a second.
- * Returns at once.  Also settable with VRANGE_BUDGET=<bytes[K|M|G]>.
+ * oldest first, until under it or nothing volatile is left, within a second
+ * (the monitor enforces it: with VRANGE_MONITOR=0, from vrange_monitor_start
+ * on).  Returns at once.  Also settable with VRANGE_BUDGET=<bytes[K|M|G]>.
  * @param bytes the cap; 0 removes it.
  * @return 0.
  */
