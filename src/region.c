@@ -329,15 +329,25 @@ int vrange_region_set_priority(vrange_region *r, int priority)
 	return 0;
 }
 
-int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+/* Check a call on a region and find its pages: 1 go on, 0 nothing to do
+ * (len 0, or no whole page inside when rounding inward), -errno. */
+static int region_pages(const vrange_region *r, size_t off, size_t len,
+			bool inward, uint64_t *start, uint64_t *end)
 {
-	uint64_t start, end;
 	int ret;
 
 	if (!r)
 		return -EINVAL;
-	ret = vr_page_range(off, len, r->map.size, true, &start, &end);
-	if (ret < 0 || start == end)
+	ret = vr_page_range(off, len, r->map.size, inward, start, end);
+	return ret < 0 ? ret : *start < *end;
+}
+
+int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	uint64_t start, end;
+	int ret = region_pages(r, off, len, true, &start, &end);
+
+	if (ret <= 0)
 		return ret;
 	return vfile_mark_volatile(r->file, start, end, atomic_load(&r->prio));
 }
@@ -345,12 +355,9 @@ int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 {
 	uint64_t start, end;
-	int ret;
+	int ret = region_pages(r, off, len, false, &start, &end);
 
-	if (!r)
-		return -EINVAL;
-	ret = vr_page_range(off, len, r->map.size, false, &start, &end);
-	if (ret < 0 || start == end)
+	if (ret <= 0)
 		return ret;
 	return vfile_mark_nonvolatile(r->file, start, end);
 }
@@ -358,18 +365,17 @@ int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 int vrange_is_volatile(vrange_region *r, size_t off, size_t len)
 {
 	uint64_t start, end;
-	int ret;
+	int ret = region_pages(r, off, len, false, &start, &end);
 
-	if (!r)
-		return -EINVAL;
-	ret = vr_page_range(off, len, r->map.size, false, &start, &end);
-	if (ret < 0 || start == end)
+	if (ret <= 0)
 		return ret;
 	return vfile_is_volatile(r->file, start, end);
 }
 
 int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg)
 {
+	vrange_refill_fn old_fn;
+	void *old_arg;
 	int ret;
 
 	if (!r)
@@ -379,10 +385,19 @@ int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg)
 	ret = vfile_lock(r->file);
 	if (ret < 0)
 		return ret;
+	old_fn = r->refill;
+	old_arg = r->refill_arg;
 	r->refill = fn;
 	r->refill_arg = arg;
 	vfile_unlock(r->file);
-	return uffd_region_refill(r);
+	ret = uffd_region_refill(r);
+	if (ret < 0 && vfile_lock(r->file) == 0) {
+		/* Refused (a ZERO-mode region): leave it as it was. */
+		r->refill = old_fn;
+		r->refill_arg = old_arg;
+		vfile_unlock(r->file);
+	}
+	return ret;
 }
 
 void region_fork_prepare(void)
