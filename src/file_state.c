@@ -66,7 +66,8 @@ int vfile_reserve(struct vfile *f, uint32_t n)
 
 static int keep_spare(struct vfile *f)
 {
-	return vfile_reserve(f, SPARE_NODES);
+	/* A shared arena has a slot per page: it cannot run short. */
+	return f->shared ? 0 : vfile_reserve(f, SPARE_NODES);
 }
 
 static int arena_create(struct vfile *f)
