@@ -950,6 +950,28 @@ static int slow_clear(struct rt_tree *t, uint64_t start, uint64_t end,
 		      uint64_t *vol, uint64_t *purged);
 
 /*
+ * The node this thread last created on the fast path.  Programs mostly
+ * unmark what they just marked, so fast_clear() tries this slot before
+ * searching.  It is only a guess, checked against the arena like any index:
+ * in a sane tree the one live node holding exactly [start, end) is the range
+ * to remove, whichever tree or process made it.  Initial-exec TLS: cheap, and
+ * safe to read from the SIGBUS handler that unmarks.
+ */
+static __thread uint32_t last_made __attribute__((tls_model("initial-exec")));
+
+/* Fresh volatile node z goes into the purge order right after r, the
+ * rightmost node there (0: the tree is empty) if its key is larger, which a
+ * new mark's normally is since seqs only grow; else by a search by key. */
+static int ord_insert(struct rt_tree *t, uint32_t z, uint32_t r)
+{
+	if (!r)
+		return link_at(t, ORD, z, 0, LEFT);
+	if (key_cmp(ORD, &t->nodes[r], &t->nodes[z]) < 0)
+		return link_at(t, ORD, z, r, RIGHT);
+	return insert_key(t, ORD, z);
+}
+
+/*
  * Fast paths for the common pair: marking a range that touches nothing,
  * and clearing a range that is exactly one node (or touches none).  They
  * give the same result as the engine, in one walk instead of three passes;
@@ -958,23 +980,49 @@ static int slow_clear(struct rt_tree *t, uint64_t start, uint64_t end,
 static int fast_insert(struct rt_tree *t, uint64_t start, uint64_t end,
 		       int32_t prio, uint64_t seq)
 {
-	const struct rt_node *n;
+	struct rt_hdr *h = t->hdr;
 	struct rt_node *zn;
-	uint32_t i, z;
-	int err;
+	uint32_t xa, xo, best = 0, p = 0, r = 0, z;
+	int dir = LEFT, err;
 
 	if (start >= end || !hdr_ok(t))
 		return 0;
-	err = first_touching(t, start, &i);
-	if (err)
-		return err;
-	if (i) {
-		n = node_at(t, i);
-		if (!n)
+	/*
+	 * One descent of the address tree finds both the first range touching
+	 * start (if it touches [start, end), merging is the engine's job) and,
+	 * when none does, the leaf slot the new range hangs in: ranges are
+	 * disjoint, so on this path "end < start" and "start < new start"
+	 * agree, and the search by end is the search by start insertion would
+	 * make.  The walk down the right spine of the purge order runs in the
+	 * same loop: the two chains of dependent loads then overlap.
+	 */
+	xa = h->root[ADDR];
+	xo = h->root[ORD];
+	for (int depth = 0; xa | xo; depth++) {
+		const struct rt_node *n;
+
+		if (depth >= RT_MAX_DEPTH)
 			return -EIO;
-		if (n->start <= end)
-			return 0; /* overlaps or touches: merging is the engine's */
+		if (xa) {
+			n = node_at(t, xa);
+			if (!n)
+				return -EIO;
+			p = xa;
+			dir = n->end < start ? RIGHT : LEFT;
+			if (dir == LEFT)
+				best = xa;
+			xa = n->link[ADDR].child[dir];
+		}
+		if (xo) {
+			n = node_at(t, xo);
+			if (!n)
+				return -EIO;
+			r = xo;
+			xo = n->link[ORD].child[RIGHT];
+		}
 	}
+	if (best && t->nodes[best].start <= end)
+		return 0; /* overlaps or touches */
 	if (!rt_free_nodes(t))
 		return -ENOMEM;
 	err = alloc_node(t, &z);
@@ -986,45 +1034,54 @@ static int fast_insert(struct rt_tree *t, uint64_t start, uint64_t end,
 	zn->seq = seq;
 	zn->prio = prio;
 	zn->state = RT_VOLATILE;
-	err = insert_key(t, ADDR, z);
+	/* Rebalancing the address tree moves no purge-order link: r stays
+	 * the rightmost there. */
+	err = link_at(t, ADDR, z, p, dir);
 	if (!err)
-		err = insert_key(t, ORD, z);
+		err = ord_insert(t, z, r);
 	if (err)
 		return err;
-	t->hdr->nranges++;
-	t->hdr->vol_pages += end - start;
+	h->nranges++;
+	h->vol_pages += end - start;
+	last_made = z;
 	return 1;
 }
 
 static int fast_clear(struct rt_tree *t, uint64_t start, uint64_t end,
 		      uint64_t *vol, uint64_t *purged)
 {
-	const struct rt_node *n = NULL;
+	const struct rt_node *n;
 	uint64_t len = end - start;
-	uint32_t i;
+	uint32_t i = last_made;
 	int err;
 
 	*vol = *purged = 0;
 	if (start >= end || !hdr_ok(t))
 		return 0;
-	err = first_touching(t, start, &i);
-	if (!err && i && (n = node_at(t, i)) && n->end == start) {
-		err = step(t, ADDR, i, RIGHT, &i);
-		n = NULL;
-		if (!err && i)
-			n = node_at(t, i);
+	n = node_at(t, i);
+	if (!n || n->start != start || n->end != end) {
+		/* The first range overlapping start or beyond it; one that
+		 * merely ends at start is no business of ours (start < end:
+		 * start + 1 does not overflow). */
+		err = first_touching(t, start + 1, &i);
+		if (err)
+			return err;
+		if (!i)
+			return 1; /* nothing there */
+		n = node_at(t, i);
+		if (!n)
+			return -EIO;
+		if (n->start >= end)
+			return 1;
+		if (n->start != start || n->end != end)
+			return 0;
 	}
-	if (err || (i && !n))
-		return err ? err : -EIO;
-	if (!i || n->start >= end)
-		return 1; /* nothing there */
-	if (n->start != start || n->end != end)
-		return 0;
 	if (n->state == RT_VOLATILE) {
 		err = erase(t, ORD, i);
 		*vol = len;
 		t->hdr->vol_pages -= len;
 	} else {
+		err = 0;
 		*purged = len;
 		t->hdr->purged_pages -= len;
 	}
