@@ -329,7 +329,8 @@ int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
 
 	if (r < 0)
 		return r;
-	if (f->anon || has_sigbus_map(f)) {
+	/* Nothing purged anywhere in the file (one counter): no walk. */
+	if (rt_purged_pages(&f->tree) && (f->anon || has_sigbus_map(f))) {
 		struct unpoison_ctx c = { f };
 
 		r = rt_visit(&f->tree, start, end, unpoison_range, &c);
