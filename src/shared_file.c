@@ -85,6 +85,7 @@ static int map_meta(int mfd, uint64_t user_size, struct vshared *s)
 	s->map = p;
 	s->map_bytes = meta_size;
 	s->hdr = (struct vshared_hdr *)((char *)p + arena_bytes);
+	s->lock = &s->hdr->lock;
 	s->user_size = user_size;
 	s->user_pages = round_page(user_size) >> vr_page_shift;
 	s->arena_bytes = arena_bytes;
@@ -359,6 +360,7 @@ void vshared_close(struct vshared *s)
 		close(s->meta_fd);
 	s->map = NULL;
 	s->hdr = NULL;
+	s->lock = NULL;
 	s->meta_fd = -1;
 }
 
@@ -382,7 +384,7 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 	return 0;
 }
 
-int vshared_lock(struct vshared *s, struct rt_tree *tree)
+int vshared_lock_slow(struct vshared *s, struct rt_tree *tree)
 {
 	int r;
 
@@ -390,21 +392,16 @@ int vshared_lock(struct vshared *s, struct rt_tree *tree)
 	 * every call would otherwise stall (a hostile or stopped holder). */
 	if (atomic_load_explicit(&s->wedged, memory_order_relaxed))
 		return -EIO;
-	r = shared_lock_acquire(&s->hdr->lock, LOCK_TIMEOUT_MS);
+	r = shared_lock_acquire(s->lock, LOCK_TIMEOUT_MS);
 	if (r < 0) {
 		vr_debug("shared state locked for %d ms: giving up on it", LOCK_TIMEOUT_MS);
 		atomic_store_explicit(&s->wedged, true, memory_order_relaxed);
 	}
-
 	if (r == 1 && recover(s, tree) < 0) {
-		shared_lock_release(&s->hdr->lock);
+		shared_lock_release(s->lock);
 		return -EIO;
 	}
 	return r < 0 ? -EIO : 0;
 }
 
-void vshared_unlock(struct vshared *s)
-{
-	if (shared_lock_release(&s->hdr->lock))
-		atomic_store_explicit(&s->contended, true, memory_order_relaxed);
-}
+

@@ -28,6 +28,7 @@
 
 #include "env.h"
 #include "range_tree.h"
+#include "shared_lock.h"
 
 struct vshared_hdr;
 
@@ -37,6 +38,7 @@ struct vshared {
 	void *map;               /* the metadata file, mapped shared */
 	size_t map_bytes;
 	struct vshared_hdr *hdr; /* inside map, at its end */
+	struct shared_lock *lock; /* in hdr */
 	uint64_t user_size;      /* bytes of user data (not page-rounded) */
 	uint64_t user_pages;     /* pages the tree may hold */
 	uint64_t arena_bytes;    /* local copy: never trust the header's */
@@ -77,8 +79,26 @@ void vshared_close(struct vshared *s) VR_HIDDEN;
  * within two seconds (a hostile or stopped holder) is -EIO, then and for
  * every later call on the file in this process.
  */
-int vshared_lock(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
-void vshared_unlock(struct vshared *s) VR_HIDDEN;
+int vshared_lock_slow(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
+
+/* Inline: marking takes this lock twice per mark/unmark pair. */
+static inline int vshared_lock(struct vshared *s, struct rt_tree *tree)
+{
+	uint32_t cur = 0, me = shared_lock_tid;
+
+	if (me && !atomic_load_explicit(&s->wedged, memory_order_relaxed) &&
+	    atomic_compare_exchange_strong_explicit(&s->lock->word, &cur, me,
+						    memory_order_acquire,
+						    memory_order_relaxed))
+		return 0;
+	return vshared_lock_slow(s, tree);
+}
+
+static inline void vshared_unlock(struct vshared *s)
+{
+	if (shared_lock_release(s->lock))
+		atomic_store_explicit(&s->contended, true, memory_order_relaxed);
+}
 
 /* After fork: the child holds the metadata too; say so in the attribute. */
 void vshared_add_self(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;

@@ -10,17 +10,17 @@
 
 #include "shared_lock.h"
 
-#define WAITERS 0x80000000u
+#define WAITERS SHARED_LOCK_WAITERS
 #define TID_MASK 0x3fffffffu /* pid_max is at most 2^22 */
 #define SLICE_MS 10u
 
 /* This thread's id, cached: the uncontended path makes no system call. */
-static __thread uint32_t my_tid __attribute__((tls_model("initial-exec")));
+__thread uint32_t shared_lock_tid __attribute__((tls_model("initial-exec")));
 
 /* fork() copies the cache into a child whose thread has another id. */
 static void forget_tid(void)
 {
-	my_tid = 0;
+	shared_lock_tid = 0;
 }
 
 __attribute__((constructor)) static void shared_lock_init(void)
@@ -30,9 +30,9 @@ __attribute__((constructor)) static void shared_lock_init(void)
 
 static uint32_t self(void)
 {
-	if (!my_tid)
-		my_tid = (uint32_t)syscall(SYS_gettid);
-	return my_tid;
+	if (!shared_lock_tid)
+		shared_lock_tid = (uint32_t)syscall(SYS_gettid);
+	return shared_lock_tid;
 }
 
 static void futex_wait_ms(_Atomic uint32_t *w, uint32_t val, unsigned int ms)
@@ -60,7 +60,7 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms)
+int shared_lock_acquire_slow(struct shared_lock *l, unsigned int timeout_ms)
 {
 	uint32_t me = self(), cur = 0;
 	uint64_t deadline = 0;
@@ -101,11 +101,7 @@ int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms)
 	}
 }
 
-bool shared_lock_release(struct shared_lock *l)
+void shared_lock_wake(struct shared_lock *l)
 {
-	uint32_t old = atomic_exchange_explicit(&l->word, 0, memory_order_release);
-
-	if (old & WAITERS)
-		syscall(SYS_futex, &l->word, FUTEX_WAKE, 1, NULL, NULL, 0);
-	return old & WAITERS;
+	syscall(SYS_futex, &l->word, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
