@@ -78,14 +78,14 @@ _Static_assert(sizeof(struct rt_hdr) <= sizeof(struct rt_node),
 
 /* The live node at index i, or NULL if i cannot be one (nil, out of range,
  * free slot, garbage state). */
-static struct rt_node *node_at(const struct rt_tree *t, uint32_t i)
+static inline struct rt_node *node_at(const struct rt_tree *t, uint32_t i)
 {
 	struct rt_node *n;
 
-	if (i == 0 || i > t->cap)
+	if (i - 1u >= t->cap) /* i == 0 wraps; cap < UINT32_MAX */
 		return NULL;
 	n = &t->nodes[i];
-	if (n->state != RT_VOLATILE && n->state != RT_PURGED)
+	if ((uint8_t)(n->state - RT_VOLATILE) > RT_PURGED - RT_VOLATILE)
 		return NULL;
 	return n;
 }
@@ -176,8 +176,8 @@ static int color_of(const struct rt_tree *t, int w, uint32_t i)
 
 /* In parent p (0: the root slot) make the link that points to old point to
  * new. */
-static int set_child(struct rt_tree *t, int w, uint32_t p, uint32_t old,
-		     uint32_t new)
+static inline int set_child(struct rt_tree *t, int w, uint32_t p,
+			    uint32_t old, uint32_t new)
 {
 	struct rt_node *pn;
 
@@ -197,18 +197,16 @@ static int set_child(struct rt_tree *t, int w, uint32_t p, uint32_t old,
 	return 0;
 }
 
-/* x moves down on side dir, its child on the other side takes its place. */
-static int rotate(struct rt_tree *t, int w, uint32_t x, int dir)
+/* x (node xn) moves down on side dir; y (node yn), its child on the other
+ * side, takes its place.  Callers pass nodes they validated. */
+static int rotate(struct rt_tree *t, int w, uint32_t x, struct rt_node *xn,
+		  uint32_t y, struct rt_node *yn, int dir)
 {
-	struct rt_node *xn = node_at(t, x), *yn, *bn = NULL;
-	uint32_t y, b, p;
+	struct rt_node *bn = NULL;
+	uint32_t b, p;
 	int err;
 
-	if (!xn)
-		return -EIO;
-	y = xn->link[w].child[!dir];
-	yn = node_at(t, y);
-	if (!yn || y == x)
+	if (xn->link[w].child[!dir] != y || y == x)
 		return -EIO;
 	b = yn->link[w].child[dir];
 	if (b && !(bn = node_at(t, b)))
@@ -277,25 +275,17 @@ static int step(const struct rt_tree *t, int w, uint32_t x, int dir,
 	return -EIO;
 }
 
-static int insert_fixup(struct rt_tree *t, int w, uint32_t z)
+/* z (node zn) hangs red below p (node pn), which is red: restore the rules.
+ * Each index is validated once, when first read from the arena. */
+static __attribute__((noinline)) int
+insert_fixup(struct rt_tree *t, int w, uint32_t z, struct rt_node *zn,
+	     uint32_t p, struct rt_node *pn)
 {
 	for (int depth = 0; depth < RT_MAX_DEPTH; depth++) {
-		struct rt_node *zn = node_at(t, z), *pn, *gn;
-		uint32_t p, g, u;
-		int dir, ucol, err;
+		struct rt_node *gn, *un;
+		uint32_t g, u;
+		int dir, err;
 
-		if (!zn)
-			return -EIO;
-		p = zn->link[w].parent;
-		if (!p) {
-			zn->color[w] = BLACK;
-			return 0;
-		}
-		pn = node_at(t, p);
-		if (!pn)
-			return -EIO;
-		if (pn->color[w] == BLACK)
-			return 0;
 		g = pn->link[w].parent;
 		gn = node_at(t, g); /* a red node is never the root */
 		if (!gn)
@@ -304,50 +294,73 @@ static int insert_fixup(struct rt_tree *t, int w, uint32_t z)
 		if (gn->link[w].child[dir] != p)
 			return -EIO;
 		u = gn->link[w].child[!dir];
-		ucol = color_of(t, w, u);
-		if (ucol < 0)
-			return ucol;
-		if (ucol == RED) {
+		un = NULL;
+		if (u && !(un = node_at(t, u)))
+			return -EIO;
+		if (un && un->color[w] == RED) {
 			pn->color[w] = BLACK;
-			t->nodes[u].color[w] = BLACK;
+			un->color[w] = BLACK;
 			gn->color[w] = RED;
 			z = g;
+			zn = gn;
+			p = zn->link[w].parent;
+			if (!p) {
+				zn->color[w] = BLACK;
+				return 0;
+			}
+			pn = node_at(t, p);
+			if (!pn)
+				return -EIO;
+			if (pn->color[w] == BLACK)
+				return 0;
 			continue;
 		}
 		if (pn->link[w].child[!dir] == z) {
-			err = rotate(t, w, p, dir);
+			err = rotate(t, w, p, pn, z, zn, dir);
 			if (err)
 				return err;
-			pn = zn; /* z took p's place */
+			p = z; /* z took p's place */
+			pn = zn;
 		}
 		pn->color[w] = BLACK;
 		gn->color[w] = RED;
-		return rotate(t, w, g, !dir);
+		return rotate(t, w, g, gn, p, pn, !dir);
 	}
 	return -EIO;
+}
+
+/* Hang fresh node z (zn) below p (pn, validated; p == 0: z becomes the
+ * root) on side dir, whose slot the caller saw empty. */
+static inline __attribute__((always_inline)) int
+hang(struct rt_tree *t, int w, uint32_t z, struct rt_node *zn, uint32_t p,
+     struct rt_node *pn, int dir)
+{
+	zn->link[w] = (struct rt_link){ .parent = p };
+	if (!p) {
+		zn->color[w] = BLACK;
+		t->hdr->root[w] = z;
+		return 0;
+	}
+	zn->color[w] = RED;
+	pn->link[w].child[dir] = z;
+	if (pn->color[w] == BLACK)
+		return 0;
+	return insert_fixup(t, w, z, zn, p, pn);
 }
 
 /* Hang fresh node z below p on side dir (p == 0: z becomes the root). */
 static int link_at(struct rt_tree *t, int w, uint32_t z, uint32_t p, int dir)
 {
-	struct rt_node *zn = &t->nodes[z];
-	int err;
+	struct rt_node *pn = NULL;
 
-	zn->link[w] = (struct rt_link){ .parent = p };
-	zn->color[w] = RED;
 	if (p) {
-		struct rt_node *pn = node_at(t, p);
-
+		pn = node_at(t, p);
 		if (!pn || pn->link[w].child[dir])
 			return -EIO;
-		pn->link[w].child[dir] = z;
-	} else {
-		t->hdr->root[w] = z;
+	} else if (t->hdr->root[w]) {
+		return -EIO;
 	}
-	err = insert_fixup(t, w, z);
-	if (!err && node_at(t, t->hdr->root[w]))
-		t->nodes[t->hdr->root[w]].color[w] = BLACK;
-	return err;
+	return hang(t, w, z, &t->nodes[z], p, pn, dir);
 }
 
 /* Insert z by its key. */
@@ -391,30 +404,23 @@ static int insert_beside(struct rt_tree *t, int w, uint32_t z, uint32_t x,
 	return link_at(t, w, z, y, !side);
 }
 
-/* Put v (may be nil) where u was below up. */
-static int transplant(struct rt_tree *t, int w, uint32_t u, uint32_t up,
-		      uint32_t v)
-{
-	int err = set_child(t, w, up, u, v);
-
-	if (err || !v)
-		return err;
-	t->nodes[v].link[w].parent = up;
-	return 0;
-}
-
-static int erase_fixup(struct rt_tree *t, int w, uint32_t x, uint32_t xp)
+/* x (node xn, NULL for nil) below xp has one black too few on its side.
+ * Each index is validated once, when first read from the arena. */
+static __attribute__((noinline)) int
+erase_fixup(struct rt_tree *t, int w, uint32_t x, struct rt_node *xn,
+	    uint32_t xp)
 {
 	for (int depth = 0; depth < RT_MAX_DEPTH; depth++) {
-		struct rt_node *pn, *sn;
-		uint32_t s;
-		int dir, col, near, far, err;
+		struct rt_node *pn, *sn, *cn = NULL, *fn = NULL;
+		uint32_t s, c, f;
+		int dir, err;
 
-		col = color_of(t, w, x);
-		if (col < 0)
-			return col;
-		if (x == t->hdr->root[w] || col == RED)
-			break;
+		if (!xp || (xn && xn->color[w] == RED)) {
+			/* x is the root, or red: blacken it */
+			if (xn)
+				xn->color[w] = BLACK;
+			return 0;
+		}
 		pn = node_at(t, xp);
 		if (!pn)
 			return -EIO;
@@ -430,103 +436,127 @@ static int erase_fixup(struct rt_tree *t, int w, uint32_t x, uint32_t xp)
 		if (sn->color[w] == RED) {
 			sn->color[w] = BLACK;
 			pn->color[w] = RED;
-			err = rotate(t, w, xp, dir);
+			err = rotate(t, w, xp, pn, s, sn, dir);
 			if (err)
 				return err;
 			s = pn->link[w].child[!dir];
 			if (!(sn = node_at(t, s)))
 				return -EIO;
 		}
-		near = color_of(t, w, sn->link[w].child[dir]);
-		far = color_of(t, w, sn->link[w].child[!dir]);
-		if (near < 0 || far < 0)
+		c = sn->link[w].child[dir];
+		f = sn->link[w].child[!dir];
+		if ((c && !(cn = node_at(t, c))) || (f && !(fn = node_at(t, f))))
 			return -EIO;
-		if (near == BLACK && far == BLACK) {
+		if ((!cn || cn->color[w] == BLACK) &&
+		    (!fn || fn->color[w] == BLACK)) {
 			sn->color[w] = RED;
 			x = xp;
+			xn = pn;
 			xp = pn->link[w].parent;
 			continue;
 		}
-		if (far == BLACK) {
-			t->nodes[sn->link[w].child[dir]].color[w] = BLACK;
+		if (!fn || fn->color[w] == BLACK) {
+			/* the near child is red: it becomes the sibling, the
+			 * old sibling its far child */
+			cn->color[w] = BLACK;
 			sn->color[w] = RED;
-			err = rotate(t, w, s, !dir);
+			err = rotate(t, w, s, sn, c, cn, !dir);
 			if (err)
 				return err;
-			s = pn->link[w].child[!dir];
-			if (!(sn = node_at(t, s)))
-				return -EIO;
+			fn = sn;
+			s = c;
+			sn = cn;
 		}
 		sn->color[w] = pn->color[w];
 		pn->color[w] = BLACK;
-		if (sn->link[w].child[!dir]) {
-			col = color_of(t, w, sn->link[w].child[!dir]);
-			if (col < 0)
-				return col;
-			t->nodes[sn->link[w].child[!dir]].color[w] = BLACK;
-		}
-		err = rotate(t, w, xp, dir);
-		if (err)
-			return err;
-		x = t->hdr->root[w];
-		break;
+		if (fn)
+			fn->color[w] = BLACK;
+		return rotate(t, w, xp, pn, s, sn, dir);
 	}
-	if (x) {
-		if (color_of(t, w, x) < 0)
-			return -EIO;
-		t->nodes[x].color[w] = BLACK;
-	}
-	return 0;
+	return -EIO;
 }
 
-/* Unlink z from tree w by structure (its index stays the same node). */
-static int erase(struct rt_tree *t, int w, uint32_t z)
+/* erase() for z (zn) with two children zl (zln) and zr (zrn). */
+static __attribute__((noinline)) int
+erase_two(struct rt_tree *t, int w, uint32_t z, struct rt_node *zn,
+	  struct rt_node *zln, uint32_t zr, struct rt_node *zrn)
 {
-	struct rt_node *zn = node_at(t, z), *yn;
-	uint32_t zl, zr, zp, x, xp, y;
-	int removed, err;
+	struct rt_node *yn = zrn, *xn = NULL;
+	uint32_t y = zr, x, xp, zp = zn->link[w].parent;
+	int removed, err, depth;
 
-	if (!zn)
+	/* y: the successor, leftmost below zr */
+	for (depth = 0; yn->link[w].child[LEFT]; depth++) {
+		y = yn->link[w].child[LEFT];
+		if (depth >= RT_MAX_DEPTH || !(yn = node_at(t, y)))
+			return -EIO;
+	}
+	removed = yn->color[w];
+	x = yn->link[w].child[RIGHT];
+	if (x && !(xn = node_at(t, x)))
 		return -EIO;
-	zl = zn->link[w].child[LEFT];
-	zr = zn->link[w].child[RIGHT];
-	zp = zn->link[w].parent;
-	if ((zl && !node_at(t, zl)) || (zr && !node_at(t, zr)))
-		return -EIO;
-	if (!zl || !zr) {
-		x = zl ? zl : zr;
-		xp = zp;
-		removed = zn->color[w];
-		err = transplant(t, w, z, zp, x);
+	if (y == zr) {
+		xp = y;
 	} else {
-		err = extreme(t, w, zr, LEFT, &y);
+		xp = yn->link[w].parent;
+		err = set_child(t, w, xp, y, x);
 		if (err)
 			return err;
-		yn = &t->nodes[y];
-		removed = yn->color[w];
-		x = yn->link[w].child[RIGHT];
-		if (x && !node_at(t, x))
-			return -EIO;
-		if (y == zr) {
-			xp = y;
-		} else {
-			xp = yn->link[w].parent;
-			err = transplant(t, w, y, xp, x);
-			if (err)
-				return err;
-			yn->link[w].child[RIGHT] = zr;
-			t->nodes[zr].link[w].parent = y;
-		}
-		err = transplant(t, w, z, zp, y);
-		yn->link[w].child[LEFT] = zl;
-		t->nodes[zl].link[w].parent = y;
-		yn->color[w] = zn->color[w];
+		if (xn)
+			xn->link[w].parent = xp;
+		yn->link[w].child[RIGHT] = zr;
+		zrn->link[w].parent = y;
 	}
+	err = set_child(t, w, zp, z, y);
 	if (err)
 		return err;
+	yn->link[w].parent = zp;
+	yn->link[w].child[LEFT] = zn->link[w].child[LEFT];
+	zln->link[w].parent = y;
+	yn->color[w] = zn->color[w];
 	zn->link[w] = (struct rt_link){ 0 };
 	zn->color[w] = BLACK;
-	return removed == BLACK ? erase_fixup(t, w, x, xp) : 0;
+	return removed == BLACK ? erase_fixup(t, w, x, xn, xp) : 0;
+}
+
+/* Unlink z (node zn, validated) from tree w by structure (its index stays
+ * the same node).  The common case, at most one child, stays inline. */
+static inline __attribute__((always_inline)) int
+erase_at(struct rt_tree *t, int w, uint32_t z, struct rt_node *zn)
+{
+	struct rt_node *zln = NULL, *zrn = NULL, *xn;
+	uint32_t zl = zn->link[w].child[LEFT], zr = zn->link[w].child[RIGHT];
+	uint32_t zp = zn->link[w].parent, x;
+	int removed, err;
+
+	if ((zl && !(zln = node_at(t, zl))) || (zr && !(zrn = node_at(t, zr))))
+		return -EIO;
+	if (zln && zrn)
+		return erase_two(t, w, z, zn, zln, zr, zrn);
+	x = zl | zr;
+	xn = zln ? zln : zrn;
+	removed = zn->color[w];
+	err = set_child(t, w, zp, z, x);
+	if (err)
+		return err;
+	if (xn)
+		xn->link[w].parent = zp;
+	zn->link[w] = (struct rt_link){ 0 };
+	zn->color[w] = BLACK;
+	if (removed != BLACK)
+		return 0;
+	if (xn && xn->color[w] == RED) {
+		xn->color[w] = BLACK;
+		return 0;
+	}
+	return zp ? erase_fixup(t, w, x, xn, zp) : 0;
+}
+
+static int erase(struct rt_tree *t, int w, uint32_t z)
+{
+	struct rt_node *zn = node_at(t, z);
+
+	return zn ? erase_at(t, w, z, zn) : -EIO;
 }
 
 /* The first range whose end is >= pos (so it overlaps or touches pos). */
@@ -959,16 +989,33 @@ static int slow_clear(struct rt_tree *t, uint64_t start, uint64_t end,
  */
 static __thread uint32_t last_made __attribute__((tls_model("initial-exec")));
 
-/* Fresh volatile node z goes into the purge order right after r, the
- * rightmost node there (0: the tree is empty) if its key is larger, which a
- * new mark's normally is since seqs only grow; else by a search by key. */
-static int ord_insert(struct rt_tree *t, uint32_t z, uint32_t r)
+/* What the fast paths need of the header beyond indices, which they check
+ * where they read them (node_at(), fast_alloc()). */
+static inline bool hdr_sane(const struct rt_hdr *h)
 {
-	if (!r)
-		return link_at(t, ORD, z, 0, LEFT);
-	if (key_cmp(ORD, &t->nodes[r], &t->nodes[z]) < 0)
-		return link_at(t, ORD, z, r, RIGHT);
-	return insert_key(t, ORD, z);
+	return h && h->magic == RT_MAGIC && h->version == RT_VERSION;
+}
+
+/* A slot for a fresh node, its contents left for the caller to write in
+ * full (no memset); 0 with -ENOMEM or -EIO in *err if there is none. */
+static inline uint32_t fast_alloc(struct rt_tree *t, int *err)
+{
+	struct rt_hdr *h = t->hdr;
+	uint32_t i = h->free_head;
+
+	if (i) {
+		if (i - 1u < t->cap && t->nodes[i].state == ST_NONE &&
+		    h->nfree - 1u < t->cap) {
+			h->free_head = t->nodes[i].link[ADDR].child[LEFT];
+			h->nfree--;
+			return i;
+		}
+	} else if (h->bump - 1u < t->cap) {
+		return h->bump++;
+	}
+	/* A full arena, or a header that lies about it. */
+	*err = rt_free_nodes(t) ? -EIO : -ENOMEM;
+	return 0;
 }
 
 /*
@@ -976,16 +1023,19 @@ static int ord_insert(struct rt_tree *t, uint32_t z, uint32_t r)
  * and clearing a range that is exactly one node (or touches none).  They
  * give the same result as the engine, in one walk instead of three passes;
  * everything else goes through apply().  1: done; 0: not this shape.
+ * Each index is validated once, when read; the nodes are then used by
+ * pointer.
  */
-static int fast_insert(struct rt_tree *t, uint64_t start, uint64_t end,
-		       int32_t prio, uint64_t seq)
+static inline __attribute__((always_inline)) int
+fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
+	    uint64_t seq)
 {
 	struct rt_hdr *h = t->hdr;
-	struct rt_node *zn;
-	uint32_t xa, xo, best = 0, p = 0, r = 0, z;
+	struct rt_node *zn, *pn = NULL, *rn = NULL, *bn = NULL;
+	uint32_t xa, xo, p = 0, r = 0, z;
 	int dir = LEFT, err;
 
-	if (start >= end || !hdr_ok(t))
+	if (start >= end || !hdr_sane(h))
 		return 0;
 	/*
 	 * One descent of the address tree finds both the first range touching
@@ -999,46 +1049,44 @@ static int fast_insert(struct rt_tree *t, uint64_t start, uint64_t end,
 	xa = h->root[ADDR];
 	xo = h->root[ORD];
 	for (int depth = 0; xa | xo; depth++) {
-		const struct rt_node *n;
-
 		if (depth >= RT_MAX_DEPTH)
 			return -EIO;
 		if (xa) {
-			n = node_at(t, xa);
-			if (!n)
+			if (!(pn = node_at(t, xa)))
 				return -EIO;
 			p = xa;
-			dir = n->end < start ? RIGHT : LEFT;
+			dir = pn->end < start ? RIGHT : LEFT;
 			if (dir == LEFT)
-				best = xa;
-			xa = n->link[ADDR].child[dir];
+				bn = pn;
+			xa = pn->link[ADDR].child[dir];
 		}
 		if (xo) {
-			n = node_at(t, xo);
-			if (!n)
+			if (!(rn = node_at(t, xo)))
 				return -EIO;
 			r = xo;
-			xo = n->link[ORD].child[RIGHT];
+			xo = rn->link[ORD].child[RIGHT];
 		}
 	}
-	if (best && t->nodes[best].start <= end)
+	if (bn && bn->start <= end)
 		return 0; /* overlaps or touches */
-	if (!rt_free_nodes(t))
-		return -ENOMEM;
-	err = alloc_node(t, &z);
-	if (err)
+	err = 0;
+	z = fast_alloc(t, &err);
+	if (!z)
 		return err;
 	zn = &t->nodes[z];
-	zn->start = start;
-	zn->end = end;
-	zn->seq = seq;
-	zn->prio = prio;
-	zn->state = RT_VOLATILE;
+	*zn = (struct rt_node){ .start = start, .end = end, .seq = seq,
+				.prio = prio, .state = RT_VOLATILE };
 	/* Rebalancing the address tree moves no purge-order link: r stays
-	 * the rightmost there. */
-	err = link_at(t, ADDR, z, p, dir);
-	if (!err)
-		err = ord_insert(t, z, r);
+	 * the rightmost there.  A new mark's order key (seqs only grow) is
+	 * normally larger than r's: it hangs right of r without comparing
+	 * keys on the way down. */
+	err = hang(t, ADDR, z, zn, p, pn, dir);
+	if (!err) {
+		if (!rn || key_cmp(ORD, rn, zn) < 0)
+			err = hang(t, ORD, z, zn, r, rn, RIGHT);
+		else
+			err = insert_key(t, ORD, z);
+	}
 	if (err)
 		return err;
 	h->nranges++;
@@ -1047,16 +1095,18 @@ static int fast_insert(struct rt_tree *t, uint64_t start, uint64_t end,
 	return 1;
 }
 
-static int fast_clear(struct rt_tree *t, uint64_t start, uint64_t end,
-		      uint64_t *vol, uint64_t *purged)
+static inline __attribute__((always_inline)) int
+fast_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
+	   uint64_t *purged)
 {
-	const struct rt_node *n;
+	struct rt_hdr *h = t->hdr;
+	struct rt_node *n;
 	uint64_t len = end - start;
 	uint32_t i = last_made;
 	int err;
 
 	*vol = *purged = 0;
-	if (start >= end || !hdr_ok(t))
+	if (start >= end || !hdr_sane(h))
 		return 0;
 	n = node_at(t, i);
 	if (!n || n->start != start || n->end != end) {
@@ -1077,20 +1127,20 @@ static int fast_clear(struct rt_tree *t, uint64_t start, uint64_t end,
 			return 0;
 	}
 	if (n->state == RT_VOLATILE) {
-		err = erase(t, ORD, i);
+		err = erase_at(t, ORD, i, n);
 		*vol = len;
-		t->hdr->vol_pages -= len;
+		h->vol_pages -= len;
 	} else {
 		err = 0;
 		*purged = len;
-		t->hdr->purged_pages -= len;
+		h->purged_pages -= len;
 	}
 	if (!err)
-		err = erase(t, ADDR, i);
+		err = erase_at(t, ADDR, i, n);
 	if (err)
 		return err;
 	free_node(t, i);
-	t->hdr->nranges--;
+	h->nranges--;
 	return 1;
 }
 
