@@ -37,6 +37,7 @@
 
 #include "any_mapping.h"
 #include "file_state.h"
+#include "seqlock.h"
 #include "shmem.h"
 #include "uffd_purge.h"
 #include "vma_query.h"
@@ -63,10 +64,22 @@ struct known {
 	bool wp;              /* anon: identity registration in place */
 };
 
+/*
+ * The table is read without a lock on every vrange() call (seqlock.h);
+ * writers hold known_write.  A table that grows is replaced and the old one
+ * kept, since a reader may still be scanning it.
+ */
+struct ktable {
+	size_t n, cap;
+	struct ktable *retired;
+	struct known e[];
+};
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_rwlock_t known_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct known *known;
-static size_t nknown, capknown;
+static _Atomic bool anon_ready; /* init_once has run */
+static pthread_mutex_t known_write = PTHREAD_MUTEX_INITIALIZER;
+static struct seqlock known_seq;
+static struct ktable *_Atomic ktab;
 static struct vfile *anon_file;
 static int anon_uffd = -1;
 
@@ -120,15 +133,15 @@ static void init_once(void)
 
 /* ---- the table of known mappings --------------------------------------- */
 
-/* Index of the entry containing addr, or of the first entry above it. */
-static size_t known_search(uintptr_t addr)
+/* Index of the entry of t[0, n) containing addr, or of the first above it. */
+static size_t known_search(const struct ktable *t, size_t n, uintptr_t addr)
 {
-	size_t lo = 0, hi = nknown;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (known[mid].end <= addr)
+		if (t->e[mid].end <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -136,52 +149,79 @@ static size_t known_search(uintptr_t addr)
 	return lo;
 }
 
-/* Copy of the entry containing addr; false if none.  Signal-safe. */
+/* Copy of the entry containing addr; false if none.  Takes no lock:
+ * signal-safe. */
 static bool known_get(uintptr_t addr, struct known *out)
 {
-	bool found = false;
-	size_t i;
+	struct ktable *t;
+	bool found;
+	uint32_t v;
+	size_t i, n;
 
-	pthread_rwlock_rdlock(&known_lock);
-	i = known_search(addr);
-	if (i < nknown && known[i].start <= addr) {
-		*out = known[i];
-		found = true;
-	}
-	pthread_rwlock_unlock(&known_lock);
+	do {
+		v = seq_read_begin(&known_seq);
+		found = false;
+		t = atomic_load_explicit(&ktab, memory_order_acquire);
+		if (!t)
+			break;
+		n = t->n < t->cap ? t->n : t->cap; /* torn: the retry catches it */
+		i = known_search(t, n, addr);
+		if (i < n && t->e[i].start <= addr) {
+			*out = t->e[i];
+			found = true;
+		}
+	} while (seq_read_retry(&known_seq, v));
 	return found;
+}
+
+/* Room for one more entry (caller holds known_write). */
+static struct ktable *known_room(void)
+{
+	struct ktable *t = atomic_load(&ktab), *nt;
+	size_t cap;
+
+	if (t && t->n < t->cap)
+		return t;
+	cap = t ? t->cap * 2 : 32;
+	nt = malloc(sizeof(*nt) + cap * sizeof(nt->e[0]));
+	if (!nt)
+		return NULL;
+	nt->n = t ? t->n : 0;
+	nt->cap = cap;
+	nt->retired = t;
+	if (t)
+		memcpy(nt->e, t->e, t->n * sizeof(t->e[0]));
+	atomic_store(&ktab, nt);
+	return nt;
 }
 
 /* Add k, clipped to the gap around k->start; takes over k->file. */
 static int known_add(struct known *k)
 {
+	struct ktable *t;
 	size_t i;
 	int r = 0;
 
-	pthread_rwlock_wrlock(&known_lock);
-	i = known_search(k->start);
-	if (i < nknown && known[i].start <= k->start)
-		goto drop; /* raced with another thread: it is known now */
-	if (i < nknown && known[i].start < k->end)
-		k->end = known[i].start;
-	if (nknown == capknown) {
-		size_t cap = capknown ? capknown * 2 : 32;
-		void *p = realloc(known, cap * sizeof(*known));
-
-		if (!p) {
-			r = -ENOMEM;
-			goto drop;
-		}
-		known = p;
-		capknown = cap;
+	pthread_mutex_lock(&known_write);
+	t = known_room();
+	if (!t) {
+		r = -ENOMEM;
+		goto drop;
 	}
-	memmove(&known[i + 1], &known[i], (nknown - i) * sizeof(*known));
-	known[i] = *k;
-	nknown++;
-	pthread_rwlock_unlock(&known_lock);
+	i = known_search(t, t->n, k->start);
+	if (i < t->n && t->e[i].start <= k->start)
+		goto drop; /* raced with another thread: it is known now */
+	if (i < t->n && t->e[i].start < k->end)
+		k->end = t->e[i].start;
+	seq_write_begin(&known_seq);
+	memmove(&t->e[i + 1], &t->e[i], (t->n - i) * sizeof(t->e[0]));
+	t->e[i] = *k;
+	t->n++;
+	seq_write_end(&known_seq);
+	pthread_mutex_unlock(&known_write);
 	return 0;
 drop:
-	pthread_rwlock_unlock(&known_lock);
+	pthread_mutex_unlock(&known_write);
 	vfile_put(k->file);
 	return r;
 }
@@ -189,16 +229,22 @@ drop:
 /* Forget every known anonymous mapping overlapping [a, b). */
 static void known_forget_anon(uintptr_t a, uintptr_t b)
 {
+	struct ktable *t;
 	size_t i, j;
 
-	pthread_rwlock_wrlock(&known_lock);
-	for (i = j = 0; i < nknown; i++) {
-		if (!known[i].file && known[i].start < b && a < known[i].end)
-			continue;
-		known[j++] = known[i];
+	pthread_mutex_lock(&known_write);
+	t = atomic_load(&ktab);
+	if (t) {
+		seq_write_begin(&known_seq);
+		for (i = j = 0; i < t->n; i++) {
+			if (!t->e[i].file && t->e[i].start < b && a < t->e[i].end)
+				continue;
+			t->e[j++] = t->e[i];
+		}
+		t->n = j;
+		seq_write_end(&known_seq);
 	}
-	nknown = j;
-	pthread_rwlock_unlock(&known_lock);
+	pthread_mutex_unlock(&known_write);
 }
 
 /* ---- classifying a mapping the first time -------------------------------- */
@@ -268,17 +314,19 @@ static int classify_shared(const struct vma *v, struct known *k)
  */
 static void clear_stale(uintptr_t a, uintptr_t b)
 {
+	struct ktable *t;
 	size_t i;
 
 	if (vfile_lock(anon_file) < 0)
 		return;
-	pthread_rwlock_rdlock(&known_lock);
-	i = known_search(a);
-	if (i < nknown && known[i].start <= a)
+	pthread_mutex_lock(&known_write);
+	t = atomic_load(&ktab);
+	i = t ? known_search(t, t->n, a) : 0;
+	if (t && i < t->n && t->e[i].start <= a)
 		b = a; /* known after all: its state is live */
-	else if (i < nknown && known[i].start < b)
-		b = known[i].start;
-	pthread_rwlock_unlock(&known_lock);
+	else if (t && i < t->n && t->e[i].start < b)
+		b = t->e[i].start;
+	pthread_mutex_unlock(&known_write);
 	if (a < b && vfile_reserve(anon_file, 2) == 0)
 		rt_clear(&anon_file->tree, a >> vr_page_shift, b >> vr_page_shift,
 			 NULL, NULL);
@@ -434,7 +482,10 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	int r;
 
 	vr_init();
-	pthread_once(&once, init_once);
+	if (!atomic_load_explicit(&anon_ready, memory_order_acquire)) {
+		pthread_once(&once, init_once);
+		atomic_store_explicit(&anon_ready, true, memory_order_release);
+	}
 	if (!anon_file)
 		return -ENOMEM;
 	if (ob < oa)
@@ -583,21 +634,22 @@ static int child_clear_purged(const struct rt_range *rr, void *arg)
  */
 static void anon_child_after_fork(void)
 {
-	/*
-	 * Another thread of the parent may have held the table lock at fork;
-	 * the child is single-threaded and about to empty the table, so a
-	 * fresh lock is right (unlocking a glibc rwlock here would not work:
-	 * the child has another thread id than the writer recorded).
-	 */
-	pthread_rwlock_init(&known_lock, NULL);
+	struct ktable *t = atomic_load(&ktab);
+	uint32_t seq = atomic_load(&known_seq.seq);
+
+	/* A writer of the parent may have been mid-change: the child empties
+	 * the table below, so a fresh lock and an even sequence are right. */
+	pthread_mutex_init(&known_write, NULL);
+	atomic_store(&known_seq.seq, (seq + 1) & ~1u);
 	if (!anon_file)
 		return;
 	rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
 	rt_clear(&anon_file->tree, 0, UINT64_MAX >> 1, NULL, NULL);
-	for (size_t i = 0; i < nknown; i++)
-		if (known[i].file)
-			vfile_put(known[i].file);
-	nknown = 0;
+	for (size_t i = 0; t && i < t->n; i++)
+		if (t->e[i].file)
+			vfile_put(t->e[i].file);
+	if (t)
+		t->n = 0;
 	if (anon_uffd >= 0)
 		close(anon_uffd);
 	anon_uffd = -1;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "region.h"
+#include "seqlock.h"
 #include "shared_file.h"
 #include "shmem.h"
 #include "sigbus_fixup.h"
@@ -24,12 +25,27 @@
 #define MEMFD_NAME_MAX 249
 
 /*
- * Regions sorted by base address, for vrange()'s lookup in O(log n).  A
- * read-write lock: lookups (also from a SIGBUS handler) only read.
+ * Regions sorted by base address, for vrange()'s lookup in O(log n).  Read
+ * without a lock (seqlock.h): lookups run on every vrange() call and in
+ * SIGBUS handlers.  Entries carry the extent, so a lookup never follows a
+ * region pointer that a concurrent destroy may be freeing; a table that
+ * grows is replaced and the old one kept (readers may still scan it).
  */
-static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct vrange_region **table;
-static size_t table_len, table_cap;
+struct table_entry {
+	char *base;
+	size_t size;
+	struct vrange_region *r;
+};
+
+struct table {
+	size_t n, cap;
+	struct table *retired; /* the smaller tables it replaced */
+	struct table_entry e[];
+};
+
+static pthread_mutex_t table_write = PTHREAD_MUTEX_INITIALIZER;
+static struct seqlock table_seq;
+static struct table *_Atomic table;
 static _Atomic uint64_t live_regions;
 
 int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
@@ -52,15 +68,15 @@ int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 	return 0;
 }
 
-/* Index of the first region whose base is above addr. */
-static size_t table_upper(const void *addr)
+/* Index of the first entry of t[0, n) whose base is above addr. */
+static size_t table_upper(const struct table *t, size_t n, const void *addr)
 {
-	size_t lo = 0, hi = table_len;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if ((const char *)table[mid]->map.base <= (const char *)addr)
+		if (t->e[mid].base <= (const char *)addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -68,72 +84,103 @@ static size_t table_upper(const void *addr)
 	return lo;
 }
 
+/* Room for one more entry: the current table, or a bigger copy of it. */
+static struct table *table_room(void)
+{
+	struct table *t = atomic_load(&table), *nt;
+	size_t cap;
+
+	if (t && t->n < t->cap)
+		return t;
+	cap = t ? t->cap * 2 : 16;
+	nt = malloc(sizeof(*nt) + cap * sizeof(nt->e[0]));
+	if (!nt)
+		return NULL;
+	nt->n = t ? t->n : 0;
+	nt->cap = cap;
+	nt->retired = t;
+	if (t)
+		memcpy(nt->e, t->e, t->n * sizeof(t->e[0]));
+	atomic_store(&table, nt);
+	return nt;
+}
+
 static int table_insert(struct vrange_region *r)
 {
+	struct table *t;
 	size_t i;
 	int ret = 0;
 
-	pthread_rwlock_wrlock(&table_lock);
-	if (table_len == table_cap) {
-		size_t cap = table_cap ? table_cap * 2 : 16;
-		void *p = realloc(table, cap * sizeof(*table));
-
-		if (!p) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		table = p;
-		table_cap = cap;
+	pthread_mutex_lock(&table_write);
+	t = table_room();
+	if (!t) {
+		ret = -ENOMEM;
+		goto out;
 	}
-	i = table_upper(r->map.base);
-	memmove(&table[i + 1], &table[i], (table_len - i) * sizeof(*table));
-	table[i] = r;
-	table_len++;
+	i = table_upper(t, t->n, r->map.base);
+	seq_write_begin(&table_seq);
+	memmove(&t->e[i + 1], &t->e[i], (t->n - i) * sizeof(t->e[0]));
+	t->e[i] = (struct table_entry){ r->map.base, r->map.size, r };
+	t->n++;
+	seq_write_end(&table_seq);
 	atomic_fetch_add(&live_regions, 1);
 out:
-	pthread_rwlock_unlock(&table_lock);
+	pthread_mutex_unlock(&table_write);
 	return ret;
 }
 
 static void table_remove(struct vrange_region *r)
 {
-	pthread_rwlock_wrlock(&table_lock);
-	for (size_t i = 0; i < table_len; i++) {
-		if (table[i] == r) {
-			memmove(&table[i], &table[i + 1],
-				(table_len - i - 1) * sizeof(*table));
-			table_len--;
+	struct table *t;
+
+	pthread_mutex_lock(&table_write);
+	t = atomic_load(&table);
+	for (size_t i = 0; t && i < t->n; i++) {
+		if (t->e[i].r == r) {
+			seq_write_begin(&table_seq);
+			memmove(&t->e[i], &t->e[i + 1], (t->n - i - 1) * sizeof(t->e[0]));
+			t->n--;
+			seq_write_end(&table_seq);
 			atomic_fetch_sub(&live_regions, 1);
 			break;
 		}
 	}
-	pthread_rwlock_unlock(&table_lock);
+	pthread_mutex_unlock(&table_write);
 }
 
 struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
 {
-	struct vrange_region *r = NULL;
-	size_t i;
+	struct vrange_region *r;
+	struct table *t;
+	uint32_t v;
+	size_t i, n;
 
-	*partly = false;
-	pthread_rwlock_rdlock(&table_lock);
-	i = table_upper(addr);
-	if (i > 0) {
-		struct vrange_region *c = table[i - 1];
-		size_t off = (size_t)((const char *)addr - c->map.base);
+	do {
+		v = seq_read_begin(&table_seq);
+		r = NULL;
+		*partly = false;
+		t = atomic_load_explicit(&table, memory_order_acquire);
+		if (!t)
+			break;
+		/* A torn count is caught by the retry; stay inside the table. */
+		n = t->n < t->cap ? t->n : t->cap;
+		i = table_upper(t, n, addr);
+		if (i > 0) {
+			struct table_entry c = t->e[i - 1];
+			size_t off = (size_t)((const char *)addr - c.base);
 
-		if (off < c->map.size) {
-			if (len <= c->map.size - off)
-				r = c;
-			else
-				*partly = true;
+			if (off < c.size) {
+				if (len <= c.size - off)
+					r = c.r;
+				else
+					*partly = true;
+			}
 		}
-	}
-	/* A range that starts before a region and runs into it. */
-	if (!r && !*partly && i < table_len &&
-	    (size_t)(table[i]->map.base - (const char *)addr) < len)
-		*partly = true;
-	pthread_rwlock_unlock(&table_lock);
+		/* A range that starts before a region and runs into it. */
+		if (!r && !*partly && i < n &&
+		    (size_t)(t->e[i].base - (const char *)addr) < len)
+			*partly = true;
+	} while (seq_read_retry(&table_seq, v));
 	return r;
 }
 
@@ -402,17 +449,15 @@ int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg)
 
 void region_fork_prepare(void)
 {
-	pthread_rwlock_wrlock(&table_lock);
+	pthread_mutex_lock(&table_write);
 }
 
 void region_fork_parent(void)
 {
-	pthread_rwlock_unlock(&table_lock);
+	pthread_mutex_unlock(&table_write);
 }
 
-/* glibc unlocks a write-held rwlock only for the thread that locked it, and
- * the child's thread has another id: start the child with a fresh lock. */
 void region_fork_child(void)
 {
-	pthread_rwlock_init(&table_lock, NULL);
+	pthread_mutex_init(&table_write, NULL);
 }
