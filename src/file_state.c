@@ -4,7 +4,7 @@
  * and the discard step of the purge engine.
  *
  * Why "INTACT means nothing was discarded" holds: a page is discarded only
- * in vfile_discard(), which runs with f->lock held, finds the page volatile
+ * in vfile_discard(), which runs with the tree lock held, finds the page volatile
  * in the tree, records it as purged in the tree, and punches it - all before
  * it lets go of the lock.  vfile_mark_nonvolatile() takes the same lock, so
  * it runs either wholly before a discard (then the page is no longer
@@ -233,16 +233,19 @@ void vfile_put(struct vfile *f)
 	vfile_free(f);
 }
 
+/* A foreign file's tree lock is never legitimately held this long. */
+#define LOCAL_LOCK_TIMEOUT_MS 60000u
+
 /*
- * A library file's tree is guarded by its shared lock alone (it serialises
- * this process's threads too); a foreign file's by the local mutex.  The
- * mapping list is read under vfile_lock() and changed under both locks.
+ * The tree lock: a library file's shared lock (it serialises this process's
+ * threads too), else the file's own tree_lock - the same futex lock, whose
+ * uncontended path is one inline compare-and-swap.
  */
 int vfile_lock(struct vfile *f)
 {
 	if (f->shared)
 		return vshared_lock(&f->sh, &f->tree);
-	return -pthread_mutex_lock(&f->lock);
+	return shared_lock_acquire(&f->tree_lock, LOCAL_LOCK_TIMEOUT_MS) < 0 ? -EIO : 0;
 }
 
 void vfile_unlock(struct vfile *f)
@@ -250,21 +253,21 @@ void vfile_unlock(struct vfile *f)
 	if (f->shared)
 		vshared_unlock(&f->sh);
 	else
-		pthread_mutex_unlock(&f->lock);
+		shared_lock_release(&f->tree_lock);
 }
 
-/* Both locks, for changing the mapping list.  A shared lock that cannot be
+/* Both locks, for changing the mapping list.  A tree lock that cannot be
  * had (hostile metadata) still lets the list change under the local one. */
 static bool lock_both(struct vfile *f)
 {
 	pthread_mutex_lock(&f->lock);
-	return f->shared && vshared_lock(&f->sh, &f->tree) == 0;
+	return vfile_lock(f) == 0;
 }
 
-static void unlock_both(struct vfile *f, bool shared_held)
+static void unlock_both(struct vfile *f, bool tree_held)
 {
-	if (shared_held)
-		vshared_unlock(&f->sh);
+	if (tree_held)
+		vfile_unlock(f);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -415,7 +418,7 @@ static uint64_t allocated_bytes(int fd)
 
 /*
  * Discard pages [start, end), which are volatile: the one place where data
- * goes away.  Caller holds f->lock (see the comment at the top).
+ * goes away.  Caller holds the tree lock (see the comment at the top).
  */
 static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 			 uint64_t *freed)
@@ -589,8 +592,11 @@ int vfile_attach_fd_layer(struct vfile *f)
 void vfile_fork_prepare(void)
 {
 	pthread_mutex_lock(&registry_lock);
-	for (struct vfile *f = registry; f; f = f->next)
+	for (struct vfile *f = registry; f; f = f->next) {
 		pthread_mutex_lock(&f->lock);
+		if (!f->shared)
+			shared_lock_acquire(&f->tree_lock, LOCAL_LOCK_TIMEOUT_MS);
+	}
 }
 
 /* The child maps the shared metadata too: name it as a holder, so the
@@ -605,7 +611,10 @@ void vfile_fork_child(void)
 
 void vfile_fork_done(void)
 {
-	for (struct vfile *f = registry; f; f = f->next)
+	for (struct vfile *f = registry; f; f = f->next) {
+		if (!f->shared)
+			shared_lock_release(&f->tree_lock);
 		pthread_mutex_unlock(&f->lock);
+	}
 	pthread_mutex_unlock(&registry_lock);
 }

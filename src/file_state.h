@@ -8,10 +8,11 @@
  * file (so a purge can make them raise SIGBUS).  Regions and the file layer
  * hold references to it.
  *
- * Locking: f->lock serialises this process's threads and guards the mapping
- * list; for a library file (state inside the file, shared_file.h) the tree
- * is further guarded by the process-shared lock in the file, taken after
- * f->lock.  vfile_lock() takes both.  Neither is ever held
+ * Locking: the tree is guarded by the tree lock - for a library file (state
+ * shared between processes, shared_file.h) the lock in its metadata, for a
+ * foreign file f->tree_lock - and vfile_lock() takes it.  The mapping list
+ * is read under the tree lock and changed under f->lock and the tree lock,
+ * in that order.  Neither is ever held
  * while the library touches application memory, so a SIGBUS handler running
  * on a thread that faulted can always take it (the faulting thread cannot
  * hold it).  Lock order: registry lock, then one file lock.
@@ -27,6 +28,7 @@
 #include "env.h"
 #include "range_tree.h"
 #include "shared_file.h"
+#include "shared_lock.h"
 
 struct stat;
 struct vrange_region;
@@ -47,7 +49,8 @@ struct vfile {
 	int fd;                   /* our own O_RDWR descriptor, for punching */
 	unsigned int refs;        /* regions + file layer; registry lock */
 	bool fd_layer;            /* the file layer holds a reference */
-	pthread_mutex_t lock;     /* this process's threads */
+	pthread_mutex_t lock;     /* the mapping list (with the tree lock) */
+	struct shared_lock tree_lock; /* the tree of a foreign file */
 	struct rt_tree tree;      /* guarded by vfile_lock() */
 	void *arena;              /* process-local arena of the tree */
 	size_t arena_bytes;
