@@ -158,14 +158,23 @@ static void init_full_once(void)
 		pressure_autostart();
 }
 
+/* Set once each init has run: the hot paths test a flag, not call out. */
+static _Atomic bool basic_done, full_done;
+
 void vr_init_basic(void)
 {
+	if (atomic_load_explicit(&basic_done, memory_order_acquire))
+		return;
 	pthread_once(&basic_once, init_basic_once);
+	atomic_store_explicit(&basic_done, true, memory_order_release);
 }
 
 void vr_init(void)
 {
+	if (atomic_load_explicit(&full_done, memory_order_acquire))
+		return;
 	pthread_once(&full_once, init_full_once);
+	atomic_store_explicit(&full_done, true, memory_order_release);
 }
 
 void vr_debug(const char *fmt, ...)
