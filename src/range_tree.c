@@ -29,8 +29,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#define RT_MAGIC 0x3165657274727672ull /* "rvrtree1" */
-#define RT_VERSION 1u
+#define RT_MAGIC 0x32747672u /* "rvt2" */
+#define RT_VERSION 2u
 /* Slack rt_arena_bytes() adds so that a full tree can still split twice. */
 #define RT_SPARE 2u
 /* No red-black tree of fewer than 2^32 nodes is deeper than 64. */
@@ -57,7 +57,7 @@ struct rt_node {
 };
 
 struct rt_hdr {
-	uint64_t magic;
+	uint32_t magic;
 	uint32_t version;
 	uint32_t cap;
 	uint32_t root[2];
@@ -65,6 +65,10 @@ struct rt_hdr {
 	uint32_t bump; /* first slot never handed out */
 	uint32_t nfree;
 	uint32_t nranges;
+	/* The purge order's last node (0: empty).  New marks carry the
+	 * largest seq and hang right of it: no walk down the right spine.
+	 * Only a hint to the fast path, validated before use. */
+	uint32_t ord_max;
 	uint64_t vol_pages;
 	uint64_t purged_pages;
 };
@@ -72,6 +76,7 @@ struct rt_hdr {
 _Static_assert(sizeof(struct rt_node) <= 64, "a range must cost <= 64 bytes");
 _Static_assert(sizeof(struct rt_hdr) <= sizeof(struct rt_node),
 	       "the header lives in slot 0");
+_Static_assert(sizeof(struct rt_hdr) == 56, "header layout is RT_VERSION 2");
 
 /* ------------------------------------------------------------------------ */
 /* Arena access                                                              */
@@ -101,7 +106,8 @@ static bool hdr_ok(const struct rt_tree *t)
 		return false;
 	if (h->nfree > t->cap || h->free_head > t->cap)
 		return false;
-	return h->root[ADDR] <= t->cap && h->root[ORD] <= t->cap;
+	return h->root[ADDR] <= t->cap && h->root[ORD] <= t->cap &&
+	       h->ord_max <= t->cap;
 }
 
 static uint32_t cap_for(size_t arena_bytes)
@@ -363,11 +369,13 @@ static int link_at(struct rt_tree *t, int w, uint32_t z, uint32_t p, int dir)
 	return hang(t, w, z, &t->nodes[z], p, pn, dir);
 }
 
-/* Insert z by its key. */
+/* Insert z by its key.  In the purge order z becomes the last node when
+ * every step went right. */
 static int insert_key(struct rt_tree *t, int w, uint32_t z)
 {
 	uint32_t x = t->hdr->root[w], p = 0;
-	int dir = LEFT;
+	int dir = LEFT, err;
+	bool last = true;
 
 	for (int depth = 0; x; depth++) {
 		const struct rt_node *n = node_at(t, x);
@@ -380,9 +388,13 @@ static int insert_key(struct rt_tree *t, int w, uint32_t z)
 			return -EIO; /* keys are unique in a sane tree */
 		p = x;
 		dir = c > 0;
+		last &= dir == RIGHT;
 		x = n->link[w].child[dir];
 	}
-	return link_at(t, w, z, p, dir);
+	err = link_at(t, w, z, p, dir);
+	if (!err && w == ORD && last)
+		t->hdr->ord_max = z;
+	return err;
 }
 
 /* Insert z right next to x in order (side RIGHT: just after), by structure
@@ -476,6 +488,13 @@ erase_fixup(struct rt_tree *t, int w, uint32_t x, struct rt_node *xn,
 	return -EIO;
 }
 
+/* The purge order's last node z goes and its shape is unusual: its
+ * in-order predecessor becomes the last. */
+static __attribute__((noinline)) int ord_pred(struct rt_tree *t, uint32_t z)
+{
+	return step(t, ORD, z, LEFT, &t->hdr->ord_max);
+}
+
 /* erase() for z (zn) with two children zl (zln) and zr (zrn). */
 static __attribute__((noinline)) int
 erase_two(struct rt_tree *t, int w, uint32_t z, struct rt_node *zn,
@@ -531,6 +550,17 @@ erase_at(struct rt_tree *t, int w, uint32_t z, struct rt_node *zn)
 
 	if ((zl && !(zln = node_at(t, zl))) || (zr && !(zrn = node_at(t, zr))))
 		return -EIO;
+	if (w == ORD && z == t->hdr->ord_max) {
+		/* The last node goes: its predecessor is last now.  In a
+		 * sane tree the last node has no right child, and a lone
+		 * left child is a red leaf: the predecessor is zl, or else
+		 * zp (z is its right child).  Other shapes take the walk,
+		 * before unlinking while z's links still lead there. */
+		if (!zr && (!zl || !zln->link[ORD].child[RIGHT]))
+			t->hdr->ord_max = zl ? zl : zp;
+		else if ((err = ord_pred(t, z)))
+			return err;
+	}
 	if (zln && zrn)
 		return erase_two(t, w, z, zn, zln, zr, zrn);
 	x = zl | zr;
@@ -1031,8 +1061,8 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 	    uint64_t seq)
 {
 	struct rt_hdr *h = t->hdr;
-	struct rt_node *zn, *pn = NULL, *rn = NULL, *bn = NULL;
-	uint32_t xa, xo, p = 0, r = 0, z;
+	struct rt_node *zn, *pn = NULL, *rn, *bn = NULL;
+	uint32_t xa, p = 0, r, z;
 	int dir = LEFT, err;
 
 	if (start >= end || !hdr_sane(h))
@@ -1043,29 +1073,24 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 	 * when none does, the leaf slot the new range hangs in: ranges are
 	 * disjoint, so on this path "end < start" and "start < new start"
 	 * agree, and the search by end is the search by start insertion would
-	 * make.  The walk down the right spine of the purge order runs in the
-	 * same loop: the two chains of dependent loads then overlap.
+	 * make.
 	 */
 	xa = h->root[ADDR];
-	xo = h->root[ORD];
-	for (int depth = 0; xa | xo; depth++) {
-		if (depth >= RT_MAX_DEPTH)
+	for (int depth = 0; xa; depth++) {
+		if (depth >= RT_MAX_DEPTH || !(pn = node_at(t, xa)))
 			return -EIO;
-		if (xa) {
-			if (!(pn = node_at(t, xa)))
-				return -EIO;
-			p = xa;
-			dir = pn->end < start ? RIGHT : LEFT;
-			if (dir == LEFT)
-				bn = pn;
-			xa = pn->link[ADDR].child[dir];
+		p = xa;
+		/* A branch, not a select (the empty asm keeps the compiler
+		 * from turning it into one): predicted, it lets the next
+		 * level's load start before this node's end arrives. */
+		if (pn->end < start) {
+			dir = RIGHT;
+		} else {
+			__asm__ volatile("");
+			dir = LEFT;
+			bn = pn;
 		}
-		if (xo) {
-			if (!(rn = node_at(t, xo)))
-				return -EIO;
-			r = xo;
-			xo = rn->link[ORD].child[RIGHT];
-		}
+		xa = pn->link[ADDR].child[dir];
 	}
 	if (bn && bn->start <= end)
 		return 0; /* overlaps or touches */
@@ -1076,16 +1101,28 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 	zn = &t->nodes[z];
 	*zn = (struct rt_node){ .start = start, .end = end, .seq = seq,
 				.prio = prio, .state = RT_VOLATILE };
-	/* Rebalancing the address tree moves no purge-order link: r stays
-	 * the rightmost there.  A new mark's order key (seqs only grow) is
-	 * normally larger than r's: it hangs right of r without comparing
-	 * keys on the way down. */
+	/* A new mark's order key (seqs only grow) is normally larger than
+	 * that of the purge order's last node, which the header names: it
+	 * hangs right of that node without a walk.  The name is only
+	 * trusted as far as it is checked here (a live volatile node with
+	 * no right child and a smaller key); anything else takes the walk,
+	 * which also keeps the name right. */
 	err = hang(t, ADDR, z, zn, p, pn, dir);
 	if (!err) {
-		if (!rn || key_cmp(ORD, rn, zn) < 0)
+		r = h->ord_max;
+		rn = node_at(t, r);
+		if (!h->root[ORD] && !r) {
+			err = hang(t, ORD, z, zn, 0, NULL, RIGHT);
+			h->ord_max = z;
+		} else if (rn && rn->state == RT_VOLATILE &&
+			   !rn->link[ORD].child[RIGHT] &&
+			   key_cmp(ORD, rn, zn) < 0) {
 			err = hang(t, ORD, z, zn, r, rn, RIGHT);
-		else
+			if (!err)
+				h->ord_max = z;
+		} else {
 			err = insert_key(t, ORD, z);
+		}
 	}
 	if (err)
 		return err;
@@ -1493,7 +1530,8 @@ int rt_check(const struct rt_tree *t)
 	err = chk_tree(&c, t, ORD);
 	if (err)
 		return err;
-	if (c.count != nvol)
+	/* c.prev: the last node visited in order, 0 if none. */
+	if (c.count != nvol || h->ord_max != c.prev)
 		return -EIO;
 	return chk_slots(t, nranges, nvol);
 }

@@ -22,10 +22,10 @@
 #include "shared_file.h"
 #include "shared_lock.h"
 
-#define VSHARED_MAGIC "libvrange-state3"
-#define VSHARED_VERSION 3u
+#define VSHARED_MAGIC "libvrange-state4"
+#define VSHARED_VERSION 4u
 #define XATTR_NAME "user.vrange"
-#define XATTR_MAGIC "vrange3"
+#define XATTR_MAGIC "vrange4"
 #define MAX_HOLDERS 16
 /* Extra arena slots beyond one per page, so a full tree can still split. */
 #define ARENA_SLACK 16u
