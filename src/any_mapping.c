@@ -64,22 +64,14 @@ struct known {
 	bool wp;              /* anon: identity registration in place */
 };
 
-/*
- * The table is read without a lock on every vrange() call (seqlock.h);
- * writers hold known_write.  A table that grows is replaced and the old one
- * kept, since a reader may still be scanning it.
- */
-struct ktable {
-	size_t n, cap;
-	struct ktable *retired;
-	struct known e[];
-};
+/* The table is read without a lock on every vrange() call (seqlock.h);
+ * writers hold known_write. */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic bool anon_ready; /* init_once has run */
 static pthread_mutex_t known_write = PTHREAD_MUTEX_INITIALIZER;
 static struct seqlock known_seq;
-static struct ktable *_Atomic ktab;
+static struct seq_array *_Atomic ktab;
 static struct vfile *anon_file;
 static int anon_uffd = -1;
 
@@ -133,15 +125,15 @@ static void init_once(void)
 
 /* ---- the table of known mappings --------------------------------------- */
 
-/* Index of the entry of t[0, n) containing addr, or of the first above it. */
-static size_t known_search(const struct ktable *t, size_t n, uintptr_t addr)
+/* Index of the entry of e[0, n) containing addr, or of the first above it. */
+static size_t known_search(const struct known *e, size_t n, uintptr_t addr)
 {
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (t->e[mid].end <= addr)
+		if (e[mid].end <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -153,7 +145,8 @@ static size_t known_search(const struct ktable *t, size_t n, uintptr_t addr)
  * signal-safe. */
 static bool known_get(uintptr_t addr, struct known *out)
 {
-	struct ktable *t;
+	const struct known *e;
+	struct seq_array *t;
 	bool found;
 	uint32_t v;
 	size_t i, n;
@@ -164,60 +157,39 @@ static bool known_get(uintptr_t addr, struct known *out)
 		t = atomic_load_explicit(&ktab, memory_order_acquire);
 		if (!t)
 			break;
+		e = SEQ_ARRAY_AT(t, struct known);
 		n = t->n < t->cap ? t->n : t->cap; /* torn: the retry catches it */
-		i = known_search(t, n, addr);
-		if (i < n && t->e[i].start <= addr) {
-			*out = t->e[i];
+		i = known_search(e, n, addr);
+		if (i < n && e[i].start <= addr) {
+			*out = e[i];
 			found = true;
 		}
 	} while (seq_read_retry(&known_seq, v));
 	return found;
 }
 
-/* Room for one more entry (caller holds known_write). */
-static struct ktable *known_room(void)
-{
-	struct ktable *t = atomic_load(&ktab), *nt;
-	size_t cap;
-
-	if (t && t->n < t->cap)
-		return t;
-	cap = t ? t->cap * 2 : 32;
-	nt = malloc(sizeof(*nt) + cap * sizeof(nt->e[0]));
-	if (!nt)
-		return NULL;
-	nt->n = t ? t->n : 0;
-	nt->cap = cap;
-	nt->retired = t;
-	if (t)
-		memcpy(nt->e, t->e, t->n * sizeof(t->e[0]));
-	atomic_store(&ktab, nt);
-	return nt;
-}
-
 /* Add k, clipped to the gap around k->start; takes over k->file. */
 static int known_add(struct known *k)
 {
-	struct ktable *t;
-	size_t i;
+	struct seq_array *t;
+	struct known *e;
+	size_t i = 0, n = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&known_write);
-	t = known_room();
-	if (!t) {
-		r = -ENOMEM;
-		goto drop;
+	t = atomic_load(&ktab);
+	if (t) {
+		e = SEQ_ARRAY_AT(t, struct known);
+		n = t->n;
+		i = known_search(e, n, k->start);
+		if (i < n && e[i].start <= k->start)
+			goto drop; /* raced with another thread: it is known now */
+		if (i < n && e[i].start < k->end)
+			k->end = e[i].start;
 	}
-	i = known_search(t, t->n, k->start);
-	if (i < t->n && t->e[i].start <= k->start)
-		goto drop; /* raced with another thread: it is known now */
-	if (i < t->n && t->e[i].start < k->end)
-		k->end = t->e[i].start;
-	seq_write_begin(&known_seq);
-	memmove(&t->e[i + 1], &t->e[i], (t->n - i) * sizeof(t->e[0]));
-	t->e[i] = *k;
-	t->n++;
-	seq_write_end(&known_seq);
+	r = seq_array_insert(&ktab, &known_seq, i, k, sizeof(*k));
+	if (r < 0)
+		goto drop;
 	pthread_mutex_unlock(&known_write);
 	return 0;
 drop:
@@ -229,17 +201,19 @@ drop:
 /* Forget every known anonymous mapping overlapping [a, b). */
 static void known_forget_anon(uintptr_t a, uintptr_t b)
 {
-	struct ktable *t;
+	struct seq_array *t;
+	struct known *e;
 	size_t i, j;
 
 	pthread_mutex_lock(&known_write);
 	t = atomic_load(&ktab);
 	if (t) {
+		e = SEQ_ARRAY_AT(t, struct known);
 		seq_write_begin(&known_seq);
 		for (i = j = 0; i < t->n; i++) {
-			if (!t->e[i].file && t->e[i].start < b && a < t->e[i].end)
+			if (!e[i].file && e[i].start < b && a < e[i].end)
 				continue;
-			t->e[j++] = t->e[i];
+			e[j++] = e[i];
 		}
 		t->n = j;
 		seq_write_end(&known_seq);
@@ -314,18 +288,20 @@ static int classify_shared(const struct vma *v, struct known *k)
  */
 static void clear_stale(uintptr_t a, uintptr_t b)
 {
-	struct ktable *t;
+	const struct known *e;
+	struct seq_array *t;
 	size_t i;
 
 	if (vfile_lock(anon_file) < 0)
 		return;
 	pthread_mutex_lock(&known_write);
 	t = atomic_load(&ktab);
-	i = t ? known_search(t, t->n, a) : 0;
-	if (t && i < t->n && t->e[i].start <= a)
+	e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
+	i = t ? known_search(e, t->n, a) : 0;
+	if (t && i < t->n && e[i].start <= a)
 		b = a; /* known after all: its state is live */
-	else if (t && i < t->n && t->e[i].start < b)
-		b = t->e[i].start;
+	else if (t && i < t->n && e[i].start < b)
+		b = e[i].start;
 	pthread_mutex_unlock(&known_write);
 	if (a < b && vfile_reserve(anon_file, 2) == 0)
 		rt_clear(&anon_file->tree, a >> vr_page_shift, b >> vr_page_shift,
@@ -634,7 +610,7 @@ static int child_clear_purged(const struct rt_range *rr, void *arg)
  */
 static void anon_child_after_fork(void)
 {
-	struct ktable *t = atomic_load(&ktab);
+	struct seq_array *t = atomic_load(&ktab);
 	uint32_t seq = atomic_load(&known_seq.seq);
 
 	/* A writer of the parent may have been mid-change: the child empties
@@ -646,8 +622,8 @@ static void anon_child_after_fork(void)
 	rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
 	rt_clear(&anon_file->tree, 0, UINT64_MAX >> 1, NULL, NULL);
 	for (size_t i = 0; t && i < t->n; i++)
-		if (t->e[i].file)
-			vfile_put(t->e[i].file);
+		if (SEQ_ARRAY_AT(t, struct known)[i].file)
+			vfile_put(SEQ_ARRAY_AT(t, struct known)[i].file);
 	if (t)
 		t->n = 0;
 	if (anon_uffd >= 0)

@@ -37,15 +37,9 @@ struct table_entry {
 	struct vrange_region *r;
 };
 
-struct table {
-	size_t n, cap;
-	struct table *retired; /* the smaller tables it replaced */
-	struct table_entry e[];
-};
-
 static pthread_mutex_t table_write = PTHREAD_MUTEX_INITIALIZER;
 static struct seqlock table_seq;
-static struct table *_Atomic table;
+static struct seq_array *_Atomic table;
 static _Atomic uint64_t live_regions;
 
 int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
@@ -68,15 +62,15 @@ int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 	return 0;
 }
 
-/* Index of the first entry of t[0, n) whose base is above addr. */
-static size_t table_upper(const struct table *t, size_t n, const void *addr)
+/* Index of the first of the n entries e whose base is above addr. */
+static size_t table_upper(const struct table_entry *e, size_t n, const void *addr)
 {
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (t->e[mid].base <= (const char *)addr)
+		if (e[mid].base <= (const char *)addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -84,63 +78,32 @@ static size_t table_upper(const struct table *t, size_t n, const void *addr)
 	return lo;
 }
 
-/* Room for one more entry: the current table, or a bigger copy of it. */
-static struct table *table_room(void)
-{
-	struct table *t = atomic_load(&table), *nt;
-	size_t cap;
-
-	if (t && t->n < t->cap)
-		return t;
-	cap = t ? t->cap * 2 : 16;
-	nt = malloc(sizeof(*nt) + cap * sizeof(nt->e[0]));
-	if (!nt)
-		return NULL;
-	nt->n = t ? t->n : 0;
-	nt->cap = cap;
-	nt->retired = t;
-	if (t)
-		memcpy(nt->e, t->e, t->n * sizeof(t->e[0]));
-	atomic_store(&table, nt);
-	return nt;
-}
-
 static int table_insert(struct vrange_region *r)
 {
-	struct table *t;
+	struct table_entry entry = { r->map.base, r->map.size, r };
+	struct seq_array *t;
 	size_t i;
-	int ret = 0;
+	int ret;
 
 	pthread_mutex_lock(&table_write);
-	t = table_room();
-	if (!t) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	i = table_upper(t, t->n, r->map.base);
-	seq_write_begin(&table_seq);
-	memmove(&t->e[i + 1], &t->e[i], (t->n - i) * sizeof(t->e[0]));
-	t->e[i] = (struct table_entry){ r->map.base, r->map.size, r };
-	t->n++;
-	seq_write_end(&table_seq);
-	atomic_fetch_add(&live_regions, 1);
-out:
+	t = atomic_load(&table);
+	i = t ? table_upper(SEQ_ARRAY_AT(t, struct table_entry), t->n, entry.base) : 0;
+	ret = seq_array_insert(&table, &table_seq, i, &entry, sizeof(entry));
+	if (ret == 0)
+		atomic_fetch_add(&live_regions, 1);
 	pthread_mutex_unlock(&table_write);
 	return ret;
 }
 
 static void table_remove(struct vrange_region *r)
 {
-	struct table *t;
+	struct seq_array *t;
 
 	pthread_mutex_lock(&table_write);
 	t = atomic_load(&table);
 	for (size_t i = 0; t && i < t->n; i++) {
-		if (t->e[i].r == r) {
-			seq_write_begin(&table_seq);
-			memmove(&t->e[i], &t->e[i + 1], (t->n - i - 1) * sizeof(t->e[0]));
-			t->n--;
-			seq_write_end(&table_seq);
+		if (SEQ_ARRAY_AT(t, struct table_entry)[i].r == r) {
+			seq_array_remove(t, &table_seq, i, sizeof(struct table_entry));
 			atomic_fetch_sub(&live_regions, 1);
 			break;
 		}
@@ -150,8 +113,9 @@ static void table_remove(struct vrange_region *r)
 
 struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
 {
+	const struct table_entry *e;
 	struct vrange_region *r;
-	struct table *t;
+	struct seq_array *t;
 	uint32_t v;
 	size_t i, n;
 
@@ -162,11 +126,12 @@ struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
 		t = atomic_load_explicit(&table, memory_order_acquire);
 		if (!t)
 			break;
+		e = SEQ_ARRAY_AT(t, struct table_entry);
 		/* A torn count is caught by the retry; stay inside the table. */
 		n = t->n < t->cap ? t->n : t->cap;
-		i = table_upper(t, n, addr);
+		i = table_upper(e, n, addr);
 		if (i > 0) {
-			struct table_entry c = t->e[i - 1];
+			struct table_entry c = e[i - 1];
 			size_t off = (size_t)((const char *)addr - c.base);
 
 			if (off < c.size) {
@@ -178,7 +143,7 @@ struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
 		}
 		/* A range that starts before a region and runs into it. */
 		if (!r && !*partly && i < n &&
-		    (size_t)(t->e[i].base - (const char *)addr) < len)
+		    (size_t)(e[i].base - (const char *)addr) < len)
 			*partly = true;
 	} while (seq_read_retry(&table_seq, v));
 	return r;

@@ -16,7 +16,10 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "env.h"
 
 struct seqlock {
 	_Atomic uint32_t seq;
@@ -49,5 +52,27 @@ static inline void seq_write_end(struct seqlock *s)
 	atomic_store_explicit(&s->seq, atomic_load_explicit(&s->seq, memory_order_relaxed) + 1,
 			      memory_order_release);
 }
+
+/*
+ * A sorted array read under a seqlock: readers index it as an array of
+ * their entry type (SEQ_ARRAY_AT); writers, holding their own mutex, insert
+ * and remove through the functions below, which bump the sequence around
+ * the change.  An array that must grow is replaced by a bigger copy and the
+ * old one retired, never freed: a reader may still be scanning it.
+ */
+struct seq_array {
+	size_t n, cap;
+	struct seq_array *retired;
+	max_align_t e[];
+};
+
+#define SEQ_ARRAY_AT(a, type) ((type *)(void *)(a)->e)
+
+/* Put the size-byte entry at index i of *cur (grown if need be): 0 or -ENOMEM. */
+int seq_array_insert(struct seq_array *_Atomic *cur, struct seqlock *seq,
+		     size_t i, const void *entry, size_t size) VR_HIDDEN;
+/* Remove the entry at index i of a. */
+void seq_array_remove(struct seq_array *a, struct seqlock *seq, size_t i,
+		      size_t size) VR_HIDDEN;
 
 #endif
