@@ -19,7 +19,7 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged) VR_HIDDEN;
 
 /*
  * The purge engine's discard step for the anonymous-memory state (pages are
- * virtual page numbers).  Caller holds f->lock.  Verifies that the memory
+ * virtual page numbers).  Caller holds the tree lock.  Verifies that the memory
  * is still what was marked, frees resident pages, leaves pages that hold no
  * data volatile (they are put at the back of the purge order).
  */

@@ -87,8 +87,8 @@ struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
 /* Drop a reference; the last one frees the vfile. */
 void vfile_put(struct vfile *f) VR_HIDDEN;
 
-/* Take f->lock and, for a library file, its shared lock (0), or report a
- * lock that cannot be had (-EIO). */
+/* Take the file's tree lock (0) - a library file's shared lock, else its
+ * own - or report a lock that cannot be had (-EIO). */
 int vfile_lock(struct vfile *f) VR_HIDDEN;
 void vfile_unlock(struct vfile *f) VR_HIDDEN;
 

@@ -2,7 +2,7 @@
 /*
  * shared_file.c - volatile state shared by every process holding a library
  * file (see the header for where it lives): formatting, recognising and
- * attaching, and the robust process-shared lock with recovery from a holder
+ * attaching, and the process-shared lock with recovery from a holder
  * that died.
  */
 #include <errno.h>
