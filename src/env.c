@@ -91,25 +91,29 @@ static bool parse_bool(const char *name, const char *v, bool dflt)
 	return dflt;
 }
 
+/*
+ * secure_getenv: a setuid program (the preload shim can reach those) must
+ * not let its caller's environment steer the library.
+ */
 static void read_env(void)
 {
 	const char *v;
 
-	vr_env.debug = parse_bool("VRANGE_DEBUG", getenv("VRANGE_DEBUG"), false);
-	vr_env.monitor = parse_bool("VRANGE_MONITOR", getenv("VRANGE_MONITOR"), true);
-	vr_env.no_uffd = parse_bool("VRANGE_NO_UFFD", getenv("VRANGE_NO_UFFD"), false);
-	v = getenv("VRANGE_PRESSURE");
+	vr_env.debug = parse_bool("VRANGE_DEBUG", secure_getenv("VRANGE_DEBUG"), false);
+	vr_env.monitor = parse_bool("VRANGE_MONITOR", secure_getenv("VRANGE_MONITOR"), true);
+	vr_env.no_uffd = parse_bool("VRANGE_NO_UFFD", secure_getenv("VRANGE_NO_UFFD"), false);
+	v = secure_getenv("VRANGE_PRESSURE");
 	if (v && !strcmp(v, "meminfo"))
 		vr_env.meminfo_only = true;
 	else if (v && *v)
 		warn_malformed("VRANGE_PRESSURE", v);
-	v = getenv("VRANGE_FS_ROOT");
+	v = secure_getenv("VRANGE_FS_ROOT");
 	vr_env.fs_root = v && *v == '/' ? strdup(v) : NULL;
 	if (v && *v && *v != '/')
 		warn_malformed("VRANGE_FS_ROOT", v);
 	if (!vr_env.fs_root)
 		vr_env.fs_root = "";
-	v = getenv("VRANGE_BUDGET");
+	v = secure_getenv("VRANGE_BUDGET");
 	if (v && vr_parse_size(v, &vr_env.budget) < 0) {
 		vr_env.budget = 0;
 		warn_malformed("VRANGE_BUDGET", v);
