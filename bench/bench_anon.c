@@ -24,6 +24,8 @@
 
 #include <vrange.h>
 
+#include "bench_util.h"
+
 #define REPS 5
 #define ROUNDS 15 /* interleaved, so a busy moment hits every figure alike */
 
@@ -32,20 +34,6 @@ static size_t ps;
 static double lesser(double a, double b)
 {
 	return a < b ? a : b;
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "bench_anon: %s: %s\n", what, strerror(err));
-	exit(1);
 }
 
 /* Per-pair ns of n region pairs on [off, off + len). */

@@ -23,23 +23,11 @@
 
 #include <vrange.h>
 
+#include "bench_util.h"
+
 #define REPS 5
 
 static size_t ps;
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "bench_mark: %s: %s\n", what, strerror(err));
-	exit(1);
-}
 
 /* Best per-pair time in ns of n pairs on [off, off + len) of r. */
 static double pair_region(vrange_region *r, size_t off, size_t len, long n)

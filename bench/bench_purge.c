@@ -27,6 +27,8 @@
 
 #include <vrange.h>
 
+#include "bench_util.h"
+
 #define REPS 5
 #define SIZE ((size_t)256 << 20)
 #define CHUNK ((size_t)2 << 20)
@@ -39,12 +41,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "bench_purge: %s: %s\n", what, strerror(err));
-	exit(1);
 }
 
 static double gibps(size_t bytes, double s)

@@ -24,16 +24,10 @@
 
 #include <vrange.h>
 
+#include "bench_util.h"
+
 #define PAGES 256
 #define ROUNDS 5
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 /* Best of ROUNDS: ns per mark+unmark pair of one page, pages in turn. */
 static double pair_ns(vrange_region *r, size_t ps, long iters)
