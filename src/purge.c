@@ -34,7 +34,7 @@ uint64_t purge_run(uint64_t bytes)
 	 * that held no data are put back at the end of the order, and must
 	 * not be met again in the same pass.
 	 */
-	pass_start = vr_next_seq();
+	pass_start = vr_seq_barrier();
 	while (freed < bytes) {
 		uint64_t left = bytes - freed;
 		/* Round up to pages without wrapping for bytes near SIZE_MAX. */
