@@ -966,10 +966,16 @@ static void *monitor_main(void *arg)
 {
 	sigset_t all;
 
-	(void)arg;
 	/* Signals belong to the application's threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (arg) {
+		/* Started by the library itself: the first call of the
+		 * application need not wait for the sources to be found. */
+		monitor_open_sources();
+		build_pollset();
+		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
+	}
 
 	enforce_budget();
 	while (!atomic_load(&stop_req)) {
@@ -1003,6 +1009,8 @@ static void *monitor_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* Control */
 
+static int monitor_start(const struct vrange_monitor_opts *opts, bool sync);
+
 /*
  * The child of fork() inherits no thread: forget the parent's monitor and
  * close its descriptors (the parent's registrations stay the parent's),
@@ -1024,7 +1032,7 @@ static void atfork_child(void)
 	close_fd(&mon.wake_fd);
 	monitor_close_all();
 	atomic_store(&cur_src, SRC_NONE);
-	if (vrange_monitor_start(&o) < 0)
+	if (monitor_start(&o, false) < 0)
 		vr_debug("no monitor in the forked child");
 }
 
@@ -1033,7 +1041,12 @@ static void register_atfork(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-int vrange_monitor_start(const struct vrange_monitor_opts *opts)
+/*
+ * Start the thread.  sync: find the sources before returning (an explicit
+ * vrange_monitor_start, whose caller may read pressure_source at once);
+ * otherwise the thread finds them itself (autostart, a forked child).
+ */
+static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 {
 	struct vrange_monitor_opts o = { 0 };
 	sigset_t all, old;
@@ -1069,7 +1082,8 @@ int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 		goto out;
 	}
 	atomic_store(&stop_req, false);
-	monitor_open_sources();
+	if (sync)
+		monitor_open_sources();
 	build_pollset();
 	mon.budget_next_ms = mon.v1.next_ms = mon.v2.next_ms = mon.mem.next_ms = 0;
 	mon.v1_recheck_ms = now_ms() + LIMIT_RECHECK_MS;
@@ -1077,7 +1091,7 @@ int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 	/* The thread inherits a full signal mask from its first instruction. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&mon_thread, NULL, monitor_main, NULL);
+	r = -pthread_create(&mon_thread, NULL, monitor_main, sync ? NULL : &mon);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0) {
 		monitor_close_all();
@@ -1087,10 +1101,16 @@ int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 	}
 	mon_running = true;
 	atomic_store(&wake_fd_pub, mon.wake_fd);
-	vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
+	if (sync)
+		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
 out:
 	pthread_mutex_unlock(&mon_lock);
 	return r;
+}
+
+int vrange_monitor_start(const struct vrange_monitor_opts *opts)
+{
+	return monitor_start(opts, true);
 }
 
 int vrange_monitor_stop(void)
@@ -1121,7 +1141,7 @@ __attribute__((destructor)) static void pressure_fini(void)
 
 void pressure_autostart(void)
 {
-	int r = vrange_monitor_start(NULL);
+	int r = monitor_start(NULL, false);
 
 	if (r < 0 && r != -EALREADY)
 		vr_debug("monitor not started: %s", strerror(-r));

@@ -787,7 +787,13 @@ static void fork_child_monitor(void)
 	vrange_region *r;
 	size_t ps = (size_t)sysconf(_SC_PAGESIZE), size = 64 * ps;
 
-	vrange_get_stats(&st);
+	/* The child's thread finds its sources itself, soon after fork. */
+	for (int i = 0; i < 200; i++) {
+		vrange_get_stats(&st);
+		if (strcmp(st.pressure_source, "none"))
+			break;
+		usleep(10000);
+	}
 	if (!strcmp(st.pressure_source, "none"))
 		_exit(10);
 	if (vrange_monitor_start(NULL) != -EALREADY)
