@@ -15,6 +15,8 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -309,6 +311,78 @@ static void idle(void)
 	vrange_region_destroy(r);
 }
 
+/* ns per page of punching every `step`-th page of a touched memfd. */
+static double raw_punch(size_t pages, size_t step)
+{
+	int fd = memfd_create("raw-punch", MFD_CLOEXEC);
+	char *p;
+
+	if (fd < 0 || ftruncate(fd, (off_t)(pages * ps)) < 0)
+		die("memfd", errno);
+	p = mmap(NULL, pages * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		die("mmap", errno);
+	memset(p, 1, pages * ps);
+	double t0 = now_ns();
+	for (size_t i = 0; i < pages; i += step)
+		if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)(i * ps), (off_t)ps) < 0)
+			die("fallocate", errno);
+	double t = (now_ns() - t0) / (double)((pages + step - 1) / step);
+	munmap(p, pages * ps);
+	close(fd);
+	return t;
+}
+
+/* ns per page of vrange_region_purge when every `step`-th page was marked
+ * volatile on its own, one by one (each its own age). */
+static double lib_purge(size_t pages, size_t step, unsigned int mode)
+{
+	vrange_region *r;
+	size_t n = 0;
+
+	if (vrange_region_create("purge", pages * ps, mode, &r) < 0)
+		return -1;
+	memset(vrange_region_base(r), 1, pages * ps);
+	for (size_t i = 0; i < pages; i += step, n++)
+		check(vrange_mark_volatile(r, i * ps, ps), "mark");
+	double t0 = now_ns();
+	ssize_t freed = vrange_region_purge(r);
+	double t = (now_ns() - t0) / (double)n;
+	if (freed < (ssize_t)(n * ps))
+		die("vrange_region_purge freed too little", EIO);
+	vrange_region_destroy(r);
+	return t;
+}
+
+static void purging(void)
+{
+	const size_t pages = 16384;
+	double raw2 = 1e30, raw1 = 1e30, z2 = 1e30, z1 = 1e30, s2 = 1e30, s1 = 1e30;
+
+	for (int rep = 0; rep < 3; rep++) {
+		double v;
+		if ((v = raw_punch(pages, 2)) < raw2) raw2 = v;
+		if ((v = raw_punch(pages, 1)) < raw1) raw1 = v;
+		if ((v = lib_purge(pages, 2, VRANGE_ACCESS_ZERO)) < z2) z2 = v;
+		if ((v = lib_purge(pages, 1, VRANGE_ACCESS_ZERO)) < z1) z1 = v;
+		v = lib_purge(pages, 2, VRANGE_ACCESS_SIGBUS);
+		if (v >= 0 && v < s2) s2 = v;
+		v = lib_purge(pages, 1, VRANGE_ACCESS_SIGBUS);
+		if (v >= 0 && v < s1) s1 = v;
+	}
+	printf("%-52s %9.2f us   raw punch %6.2f us   ratio %6.2fx raw speed (goal >= 0.9x)\n",
+	       "purge, every other page volatile alone, ZERO", z2 / 1e3, raw2 / 1e3, raw2 / z2);
+	if (s2 < 1e30)
+		printf("%-52s %9.2f us   raw punch %6.2f us   ratio %6.2fx raw speed (goal >= 0.9x)\n",
+		       "purge, every other page volatile alone, SIGBUS", s2 / 1e3, raw2 / 1e3, raw2 / s2);
+	printf("%-52s %9.2f us   raw punch %6.2f us   ratio %6.2fx raw speed\n",
+	       "purge, adjacent pages marked one by one, ZERO", z1 / 1e3, raw1 / 1e3, raw1 / z1);
+	if (s1 < 1e30)
+		printf("%-52s %9.2f us   raw punch %6.2f us   ratio %6.2fx raw speed\n",
+		       "purge, adjacent pages marked one by one, SIGBUS", s1 / 1e3, raw1 / 1e3, raw1 / s1);
+}
+
 /* The first call pays for the library's start-up; the second does not. */
 static void startup(void)
 {
@@ -333,6 +407,7 @@ int main(int argc, char **argv)
 	printf("bench_scale: page %zu bytes\n", ps);
 	startup();
 	neighbours();
+	purging();
 	threads();
 	create_cost();
 	fd_limit();
