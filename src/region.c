@@ -272,12 +272,14 @@ int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
 	size_t rsize;
 	int ret, nfd;
 
-	vr_init();
 	if (!out)
 		return -EINVAL;
+	/* Before start-up can open a descriptor in a number the caller has
+	 * just closed (see fd_layer_begin in vrange.c). */
 	ret = shmem_check_fd(fd, &st);
 	if (ret < 0)
 		return ret;
+	vr_init();
 	ret = choose_access(flags, &access);
 	if (ret < 0)
 		return ret;

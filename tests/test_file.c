@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <vrange.h>
@@ -496,6 +497,57 @@ START_TEST(bad_fd)
 		ck_assert_int_eq(vrange_fd_forget(fd), -EBADF);
 	}
 	ck_assert_uint_eq(stats().files, 0);
+}
+END_TEST
+
+/*
+ * The very first library call of a process, on an fd the caller has just
+ * closed, is -EBADF.  Start-up (the monitor) opens descriptors of its own;
+ * the lowest free number is the one just closed, so a library that started
+ * up before it looked at the caller's fd examined its own file instead.
+ * Each entry point runs first in a fresh child with the monitor enabled.
+ */
+static int first_call(int which, int fd)
+{
+	vrange_region *r = NULL;
+
+	switch (which) {
+	case 0: return vrange_fd_mark_volatile(fd, 0, (off_t)ps);
+	case 1: return vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps);
+	case 2: return vrange_fd_is_volatile(fd, 0, (off_t)ps);
+	case 3: return vrange_fd_forget(fd);
+	default: return vrange_region_adopt(fd, VRANGE_ACCESS_ZERO, &r);
+	}
+}
+
+START_TEST(bad_fd_first_call)
+{
+	static const char *const names[] = { "fd_mark_volatile",
+		"fd_mark_nonvolatile", "fd_is_volatile", "fd_forget",
+		"region_adopt" };
+
+	for (int which = 0; which < 5; which++) {
+		int status, r;
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			int fd = memfd_create("closed", MFD_CLOEXEC);
+
+			setenv("VRANGE_MONITOR", "1", 1);
+			if (fd < 0 || ftruncate(fd, (off_t)ps) < 0)
+				_exit(100);
+			close(fd);
+			r = first_call(which, fd);
+			_exit(r == -EBADF ? 0 : r < 0 && r > -100 ? -r : 101);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			      "first call %s on a closed fd: %s %d", names[which],
+			      WIFEXITED(status) ? "returned -" : "signal",
+			      WIFEXITED(status) ? WEXITSTATUS(status)
+						: WTERMSIG(status));
+	}
 }
 END_TEST
 
@@ -982,6 +1034,7 @@ Suite *test_suite(void)
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, bad_fd);
+	tcase_add_test(tc, bad_fd_first_call);
 	tcase_add_test(tc, not_shmem);
 	tcase_add_test(tc, negative_off_len);
 	tcase_add_test(tc, past_end_and_overflow);
