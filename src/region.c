@@ -47,6 +47,12 @@ int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 {
 	uint64_t mask = vr_page_size - 1, last;
 
+	/* Nothing asked, nothing touched, wherever off points: rounding an
+	 * empty range outward would name the page around off. */
+	if (len == 0) {
+		*start = *end = 0;
+		return 0;
+	}
 	if (off > UINT64_MAX - len || off + len > size)
 		return -EINVAL;
 	last = off + len;

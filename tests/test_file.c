@@ -708,6 +708,36 @@ START_TEST(len_zero)
 }
 END_TEST
 
+/* len == 0 asks about no page, wherever off points (unaligned, at or past
+ * the end): no state changes, no purge is forgotten. */
+START_TEST(len_zero_unaligned)
+{
+	int fd = make_memfd(3);
+	const off_t offs[] = { 1, 100, (off_t)ps - 1, (off_t)ps + 1,
+			       (off_t)(3 * ps) - 1, (off_t)(3 * ps),
+			       (off_t)(3 * ps) + 5, INT64_MAX };
+
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(3 * ps)), 0);
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		ck_assert_msg(vrange_fd_is_volatile(fd, offs[i], 0) == 0,
+			      "is_volatile(off %lld, 0)", (long long)offs[i]);
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, offs[i], 0), 0);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, offs[i], 0),
+				 VRANGE_INTACT);
+	}
+	for (size_t pg = 0; pg < 3; pg++)
+		ck_assert_int_eq(is_vol(fd, pg), 1);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(3 * ps));
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)ps + 1, 0),
+			 VRANGE_INTACT);
+	for (size_t pg = 0; pg < 3; pg++)
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(pg * ps),
+							    (off_t)ps),
+				 VRANGE_PURGED);
+	close(fd);
+}
+END_TEST
+
 /* "No function aborts or prints on bad input": nothing reaches stderr or
  * stdout from a string of bad calls (VRANGE_DEBUG is not set). */
 START_TEST(errors_print_nothing)
@@ -1040,6 +1070,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, past_end_and_overflow);
 	tcase_add_test(tc, size_follows_file);
 	tcase_add_test(tc, len_zero);
+	tcase_add_test(tc, len_zero_unaligned);
 	tcase_add_test(tc, errors_print_nothing);
 	suite_add_tcase(s, tc);
 
