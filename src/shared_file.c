@@ -22,15 +22,17 @@
 #include "shared_file.h"
 #include "shared_lock.h"
 
-#define VSHARED_MAGIC "libvrange-state4"
-#define VSHARED_VERSION 4u
+#define VSHARED_MAGIC "libvrange-state5"
+#define VSHARED_VERSION 5u
 #define XATTR_NAME "user.vrange"
-#define XATTR_MAGIC "vrange4"
+#define XATTR_MAGIC "vrange5"
 #define MAX_HOLDERS 16
 /* Extra arena slots beyond one per page, so a full tree can still split. */
 #define ARENA_SLACK 16u
 /* How long a lock holder may keep others waiting before they give up. */
 #define LOCK_TIMEOUT_MS 2000
+/* How long once it did: enough for a holder that runs to let go. */
+#define WEDGED_WAIT_MS 50
 
 struct vshared_hdr {
 	char magic[16];
@@ -386,16 +388,21 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 
 int vshared_lock_slow(struct vshared *s, struct rt_tree *tree)
 {
+	bool wedged;
 	int r;
 
-	/* A lock that was held past the timeout once is not waited for again:
-	 * every call would otherwise stall (a hostile or stopped holder). */
-	if (atomic_load_explicit(&s->wedged, memory_order_relaxed))
-		return -EIO;
-	r = shared_lock_acquire(s->lock, LOCK_TIMEOUT_MS);
-	if (r < 0) {
+	/* A lock that was held past the timeout once is not waited for that
+	 * long again (every call would stall behind a hostile or stopped
+	 * holder), only briefly: the wedge lasts as long as its cause, and
+	 * ends with the first call that gets the lock. */
+	wedged = atomic_load_explicit(&s->wedged, memory_order_relaxed);
+	r = shared_lock_acquire(s->lock, wedged ? WEDGED_WAIT_MS : LOCK_TIMEOUT_MS);
+	if (r < 0 && !wedged) {
 		vr_debug("shared state locked for %d ms: giving up on it", LOCK_TIMEOUT_MS);
 		atomic_store_explicit(&s->wedged, true, memory_order_relaxed);
+	} else if (r >= 0 && wedged) {
+		vr_debug("shared state lock free again");
+		atomic_store_explicit(&s->wedged, false, memory_order_relaxed);
 	}
 	if (r == 1 && recover(s, tree) < 0) {
 		shared_lock_release(s->lock);
