@@ -416,6 +416,17 @@ static uint64_t allocated_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Does f->fd still name f's file?  Its allocated bytes, too (one fstat). */
+static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
+{
+	struct stat st;
+
+	if (fstat(f->fd, &st) < 0 || st.st_dev != f->dev || st.st_ino != f->ino)
+		return false;
+	*bytes = (uint64_t)st.st_blocks * 512;
+	return true;
+}
+
 /*
  * Discard pages [start, end), which are volatile: the one place where data
  * goes away.  Caller holds the tree lock (see the comment at the top).
@@ -437,10 +448,18 @@ static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 	r = rt_mark_purged(&f->tree, start, end, NULL);
 	if (r < 0)
 		return r;
+	/* Our descriptor is a number the application could close behind our
+	 * back (a double close) and reopen as another file: punch only the
+	 * file it still names.  The pages stay recorded purged: nothing is
+	 * reported INTACT that was not kept, and nothing else is touched. */
+	if (!own_fd_is_file(f, &before)) {
+		vr_debug("the descriptor of file %lu names another file now: not punched",
+			 (unsigned long)f->ino);
+		return 0;
+	}
 	for (struct vmap *m = f->maps; m; m = m->next)
 		if (m->sigbus && off < m->size)
 			uffd_before_discard(m, off, len < m->size - off ? len : m->size - off);
-	before = allocated_bytes(f->fd);
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len) < 0)
 		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
