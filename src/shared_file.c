@@ -234,6 +234,27 @@ static int open_holder(const struct vshared_xattr *x, uint32_t i)
 	return mfd;
 }
 
+/*
+ * Does holder i still hold the metadata?  Its pid may belong to a zombie
+ * (its descriptors are closed already) or to a process that reused the
+ * pid, and its fd number to another file: ask what /proc/<pid>/fd/<fd>
+ * is.  Where that may not be looked at, only whether the pid exists.
+ */
+static bool holder_holds(const struct vshared_xattr *x, uint32_t i)
+{
+	char path[64];
+	struct stat st;
+
+	if (x->h[i].pid <= 0 || x->h[i].fd < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)x->h[i].pid, (int)x->h[i].fd);
+	if (stat(path, &st) == 0)
+		return (uint64_t)st.st_dev == x->meta_dev && (uint64_t)st.st_ino == x->meta_ino;
+	if (errno == EACCES || errno == EPERM)
+		return kill(x->h[i].pid, 0) == 0 || errno == EPERM;
+	return false;
+}
+
 /* Rewrite the holder list: drop the dead and stale, add this process. */
 static void register_holder(int fd, struct vshared *s)
 {
@@ -245,7 +266,7 @@ static void register_holder(int fd, struct vshared *s)
 	out = x;
 	out.nholders = 0;
 	for (i = 0; i < x.nholders && out.nholders < MAX_HOLDERS - 1; i++) {
-		if (x.h[i].pid == getpid() || kill(x.h[i].pid, 0) < 0)
+		if (x.h[i].pid == getpid() || !holder_holds(&x, i))
 			continue;
 		out.h[out.nholders++] = x.h[i];
 	}

@@ -2030,6 +2030,44 @@ START_TEST(forked_child_keeps_state_reachable)
 }
 END_TEST
 
+/*
+ * The holder list names processes by pid and descriptor.  A holder that
+ * died but is not reaped yet (its pid still exists) no longer holds the
+ * metadata: the next registration drops it, so the 16 slots stay for
+ * processes that really hold the state.
+ */
+START_TEST(zombie_holders_dropped)
+{
+	vrange_region *r = make_region(4 * ps, VRANGE_ACCESS_ZERO);
+	int fd = vrange_region_fd(r), st;
+	pid_t z[3], last;
+	struct xa x;
+	ssize_t n;
+
+	for (int i = 0; i < 3; i++) {
+		z[i] = fork();
+		ck_assert_int_ge(z[i], 0);
+		if (z[i] == 0)
+			_exit(0); /* registered by the fork handler, then gone */
+		kill_to_zombie(z[i]);
+	}
+	last = fork();
+	ck_assert_int_ge(last, 0);
+	if (last == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(last, &st, 0), last);
+	n = fgetxattr(fd, "user.vrange", &x, sizeof(x));
+	ck_assert_int_gt(n, 0);
+	for (uint32_t i = 0; i < x.nholders && i < XA_MAX_HOLDERS; i++)
+		for (int k = 0; k < 3; k++)
+			ck_assert_msg(x.h[i].pid != z[k], "zombie %d still a holder",
+				      (int)z[k]);
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(waitpid(z[k], &st, 0), z[k]);
+	vrange_region_destroy(r);
+}
+END_TEST
+
 /* VRANGE_TEST_ONLY=name runs just that case (for debugging). */
 static void add_test(TCase *tc, const TTest *t, const char *name)
 {
@@ -2087,6 +2125,7 @@ Suite *test_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, orphaned_file_stays_shared);
 	tcase_add_test(tc, forked_child_keeps_state_reachable);
+	ADD(tc, zombie_holders_dropped);
 	suite_add_tcase(s, tc);
 	return s;
 }
