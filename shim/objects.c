@@ -133,7 +133,9 @@ static void hold_state(struct ash_obj *o)
 	if (have || o->pfd < 0)
 		return;
 	vr_init();
-	if (shim_real.fstat(o->pfd, &st) < 0 || vfile_get(o->pfd, &st, &f) < 0) {
+	/* pfd must still be the area's file (a raw close could free it). */
+	if (shim_real.fstat(o->pfd, &st) < 0 || st.st_dev != o->dev ||
+	    st.st_ino != o->ino || vfile_get(o->pfd, &st, &f) < 0) {
 		shim_debug("cannot hold the state of ashmem area %lu",
 			   (unsigned long)o->ino);
 		return;
