@@ -416,6 +416,17 @@ static uint64_t allocated_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Does f->fd still name f's file?  Its allocated bytes, too (one fstat). */
+static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
+{
+	struct stat st;
+
+	if (fstat(f->fd, &st) < 0 || st.st_dev != f->dev || st.st_ino != f->ino)
+		return false;
+	*bytes = (uint64_t)st.st_blocks * 512;
+	return true;
+}
+
 /*
  * Pages [start, end) of a library or application file, already recorded
  * RT_PURGED: arm the SIGBUS-mode mappings, punch, poison and disarm them.
@@ -493,7 +504,7 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 			 uint64_t max_pages, const struct purge_limit *lim,
 			 uint64_t *freed, uint64_t *pages)
 {
-	uint64_t left = VFILE_CHUNK_BYTES >> vr_page_shift, before, after;
+	uint64_t left = VFILE_CHUNK_BYTES >> vr_page_shift, before, after, n;
 	struct rt_range rr = *first;
 	struct batch b;
 	int r;
@@ -501,10 +512,21 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 	if (left > max_pages)
 		left = max_pages;
 	b.n = 0;
-	before = allocated_bytes(f->fd);
+	/* Our descriptor is a number the application could close behind our
+	 * back (a double close) and reopen as another file: punch only the
+	 * file it still names.  The pages are still recorded purged: nothing
+	 * is reported INTACT that was not kept, and nothing else is touched. */
+	if (!own_fd_is_file(f, &before)) {
+		vr_debug("the descriptor of file %lu names another file now: not punched",
+			 (unsigned long)f->ino);
+		n = rr.end - rr.start < left ? rr.end - rr.start : left;
+		r = rt_mark_purged(&f->tree, rr.start, rr.start + n, NULL);
+		if (r == 0)
+			*pages += n;
+		return r;
+	}
 	for (;;) {
-		uint64_t n = rr.end - rr.start < left ? rr.end - rr.start : left;
-
+		n = rr.end - rr.start < left ? rr.end - rr.start : left;
 		r = rt_mark_purged(&f->tree, rr.start, rr.start + n, NULL);
 		if (r < 0)
 			break;
