@@ -114,13 +114,14 @@ static bool identity_holds(uintptr_t a, uintptr_t b)
 	return ioctl(anon_uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
 }
 
+static void anon_before_fork(void);
 static void anon_child_after_fork(void);
 
 static void init_once(void)
 {
 	anon_file = vfile_new_anon();
 	anon_uffd = uffd_open();
-	pthread_atfork(NULL, NULL, anon_child_after_fork);
+	pthread_atfork(anon_before_fork, NULL, anon_child_after_fork);
 }
 
 /* ---- the table of known mappings --------------------------------------- */
@@ -168,6 +169,34 @@ static bool known_get(uintptr_t addr, struct known *out)
 	return found;
 }
 
+/* Copy of the first entry of the kind (files or anonymous) that ends
+ * above addr; false if none.  Takes no lock. */
+static bool known_next(uintptr_t addr, bool files, struct known *out)
+{
+	const struct known *e;
+	struct seq_array *t;
+	bool found;
+	uint32_t v;
+	size_t i, n;
+
+	do {
+		v = seq_read_begin(&known_seq);
+		found = false;
+		t = atomic_load_explicit(&ktab, memory_order_acquire);
+		if (!t)
+			break;
+		e = SEQ_ARRAY_AT(t, struct known);
+		n = t->n < t->cap ? t->n : t->cap;
+		for (i = known_search(e, n, addr); i < n && !found; i++) {
+			if (!e[i].file == !files) {
+				*out = e[i];
+				found = true;
+			}
+		}
+	} while (seq_read_retry(&known_seq, v));
+	return found;
+}
+
 /* Add k, clipped to the gap around k->start; takes over k->file. */
 static int known_add(struct known *k)
 {
@@ -198,27 +227,59 @@ drop:
 	return r;
 }
 
-/* Forget every known anonymous mapping overlapping [a, b). */
-static void known_forget_anon(uintptr_t a, uintptr_t b)
+/*
+ * Cut [a, b) out of the known entries of one kind (file mappings when
+ * files, else anonymous ones), splitting an entry that runs past either
+ * end.  A file entry holds a reference to its file: a piece split off takes
+ * one more, an entry removed whole gives its reference back (after the
+ * table's mutex is let go: vfile_put takes the registry lock).
+ */
+static void known_trim(uintptr_t a, uintptr_t b, bool files)
 {
-	struct seq_array *t;
-	struct known *e;
-	size_t i, j;
+	bool again = true;
 
-	pthread_mutex_lock(&known_write);
-	t = atomic_load(&ktab);
-	if (t) {
-		e = SEQ_ARRAY_AT(t, struct known);
-		seq_write_begin(&known_seq);
-		for (i = j = 0; i < t->n; i++) {
-			if (!e[i].file && e[i].start < b && a < e[i].end)
+	while (again) {
+		struct vfile *put = NULL;
+		struct seq_array *t;
+		struct known *e, tail;
+		size_t i;
+
+		again = false;
+		pthread_mutex_lock(&known_write);
+		t = atomic_load(&ktab);
+		e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
+		for (i = t ? known_search(e, t->n, a) : 0; t && i < t->n && e[i].start < b; i++) {
+			if (!e[i].file != !files)
 				continue;
-			e[j++] = e[i];
+			again = true; /* the array changes: look again from a */
+			if (a <= e[i].start && e[i].end <= b) { /* wholly inside */
+				put = e[i].file;
+				seq_array_remove(t, &known_seq, i, sizeof(*e));
+				break;
+			}
+			tail = e[i];
+			seq_write_begin(&known_seq);
+			if (e[i].start < a) {
+				e[i].end = a;
+			} else {
+				e[i].pgoff += (b - e[i].start) >> vr_page_shift;
+				e[i].start = b;
+			}
+			seq_write_end(&known_seq);
+			if (tail.start < a && b < tail.end) { /* a hole in the middle */
+				tail.pgoff += (b - tail.start) >> vr_page_shift;
+				tail.start = b;
+				if (tail.file)
+					vfile_ref(tail.file);
+				if (seq_array_insert(&ktab, &known_seq, i + 1, &tail,
+						     sizeof(tail)) < 0)
+					put = tail.file; /* forgotten: classified again */
+			}
+			break;
 		}
-		t->n = j;
-		seq_write_end(&known_seq);
+		pthread_mutex_unlock(&known_write);
+		vfile_put(put);
 	}
-	pthread_mutex_unlock(&known_write);
 }
 
 /* ---- classifying a mapping the first time -------------------------------- */
@@ -271,9 +332,35 @@ static int classify_shared(const struct vma *v, struct known *k)
 		if (r < 0)
 			return r == -EBADF ? -EOPNOTSUPP : r;
 	}
+	vfile_note_app_mapped(f);
 	k->file = f;
 	k->pgoff = v->offset >> vr_page_shift;
 	return 0;
+}
+
+/*
+ * Does [a, b), inside the known file entry k, still map k's file at k's
+ * offsets?  The application may have unmapped it and mapped another file
+ * (or anonymous memory) at the same address since: the address alone
+ * proves nothing.  One PROCMAP_QUERY ioctl per mapping the range spans.  A
+ * mapping of the same file at the same offset passes, and rightly: the
+ * state is the file's.
+ */
+static bool file_map_holds(const struct known *k, uintptr_t a, uintptr_t b)
+{
+	struct vma v;
+
+	while (a < b) {
+		if (vma_query(a, &v) < 0)
+			return false;
+		if (!v.shared || v.dev != k->file->dev ||
+		    (ino_t)v.inode != k->file->ino ||
+		    v.offset + (a - v.start) !=
+			    (k->pgoff << vr_page_shift) + (a - k->start))
+			return false;
+		a = v.end; /* mprotect may have split it: each piece must agree */
+	}
+	return true;
 }
 
 /*
@@ -354,6 +441,12 @@ static int validate(uintptr_t a, uintptr_t b)
 		struct known k;
 		struct vma v;
 
+		if (known_get(a, &k) && k.file &&
+		    !file_map_holds(&k, a, b < k.end ? b : k.end)) {
+			/* Another mapping lives there now: forget this one. */
+			known_trim(k.start, k.end, true);
+			continue;
+		}
 		if (!known_get(a, &k)) {
 			int r = classify(a);
 
@@ -474,10 +567,11 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	}
 	/*
 	 * The common case, one known anonymous mapping: one table look-up,
-	 * no system call.  (A library file's mapping goes the long way: its
-	 * metadata pages must be refused.)
+	 * no system call.  A file mapping goes the long way: validate()
+	 * checks that the address still maps that file (and, for a library
+	 * file, refuses its metadata pages).
 	 */
-	if (known_get(oa, &k) && ob <= k.end && (!k.file || !k.file->shared)) {
+	if (known_get(oa, &k) && ob <= k.end && !k.file) {
 		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
 	} else {
 		r = validate(oa, ob);
@@ -539,43 +633,91 @@ static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus
 	}
 }
 
-void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
+/* [a, b) no longer holds what was marked: its state is forgotten
+ * (contract 5).  Caller holds the anonymous tree's lock. */
+static void forget_span(uintptr_t a, uintptr_t b)
 {
-	uintptr_t a = (uintptr_t)start << vr_page_shift;
-	uintptr_t b = (uintptr_t)end << vr_page_shift;
+	rt_clear(&anon_file->tree, a >> vr_page_shift, b >> vr_page_shift, NULL, NULL);
+	known_trim(a, b, false);
+}
 
+/*
+ * Is the piece [a, e) of mapping v the anonymous memory that was marked?
+ * Registered with our userfaultfd: yes (munmap removes the registration, a
+ * new mapping never has it).  Known but never registered (no userfaultfd,
+ * or the registration was refused): private anonymous memory inside the
+ * extent of its entry is taken for it - the weak check the design notes
+ * call out (a VMA split by mprotect passes it, and so does a new mapping
+ * inside the old extent).  *e is clipped to the entry.
+ */
+static bool piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, bool *wp)
+{
+	struct known k;
+
+	*wp = false;
+	if (v->shared || v->inode != 0 || is_special(v))
+		return false;
+	if (anon_uffd >= 0 && identity_holds(a, *e)) {
+		*wp = true;
+		return true;
+	}
+	/* An entry that was registered and no longer is: unmapped since. */
+	if (!known_get(a, &k) || k.file || k.wp)
+		return false;
+	if (*e > k.end)
+		*e = k.end;
+	return true;
+}
+
+/*
+ * Walk [a, b) mapping by mapping: pieces that are still ours go to fn,
+ * everything else (holes, new mappings) is forgotten.  Caller holds the
+ * anonymous tree's lock.
+ */
+static void walk_pieces(uintptr_t a, uintptr_t b,
+			void (*fn)(uintptr_t a, uintptr_t e, bool wp, void *arg),
+			void *arg)
+{
 	while (a < b) {
-		struct known k;
 		struct vma v;
 		uintptr_t e;
-		bool same;
+		bool wp;
 
-		if (vma_query(a, &v) < 0) {
-			/* Unmapped: its state is forgotten (contract 5). */
-			rt_clear(&f->tree, a >> vr_page_shift, end, NULL, NULL);
-			known_forget_anon(a, b);
+		if (vma_query_next(a, &v) < 0 || v.start >= b) {
+			forget_span(a, b); /* unmapped to the end */
 			return;
 		}
-		e = v.end < b ? v.end : b;
-		/*
-		 * Without the registration (no userfaultfd) the best evidence
-		 * is the mapping's exact extent: anything that moved its bounds
-		 * is forgotten rather than risked.  Only an unmap and a new map
-		 * of exactly the same extent can pass unnoticed there.
-		 */
-		same = !v.shared && v.inode == 0 && !is_special(&v) &&
-		       known_get(a, &k) && !k.file &&
-		       (k.wp ? identity_holds(a, e) :
-			       v.start == k.start && v.end == k.end);
-		if (same) {
-			discard_piece(f, a, e, k.wp, freed);
-		} else {
-			rt_clear(&f->tree, a >> vr_page_shift, e >> vr_page_shift,
-				 NULL, NULL);
-			known_forget_anon(a, e);
+		if (v.start > a) { /* a hole, then a mapping */
+			forget_span(a, v.start);
+			a = v.start;
 		}
+		e = v.end < b ? v.end : b;
+		if (piece_ours(&v, a, &e, &wp))
+			fn(a, e, wp, arg);
+		else
+			forget_span(a, e);
 		a = e;
 	}
+}
+
+struct discard_ctx {
+	struct vfile *f;
+	uint64_t *freed;
+};
+
+static void discard_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
+{
+	struct discard_ctx *c = arg;
+
+	discard_piece(c->f, a, e, wp, c->freed);
+}
+
+void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
+{
+	struct discard_ctx c = { f, freed };
+
+	walk_pieces((uintptr_t)start << vr_page_shift, (uintptr_t)end << vr_page_shift,
+		    discard_cb, &c);
 }
 
 void anymap_unpoison(uint64_t start, uint64_t end)
@@ -591,7 +733,76 @@ void anymap_unpoison(uint64_t start, uint64_t end)
 	madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* ---- noticing what the application unmapped ------------------------------ */
+
+static void keep_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
+{
+	(void)a;
+	(void)e;
+	(void)wp;
+	(void)arg;
+}
+
+/*
+ * Forget the state of anonymous memory that is no longer there (unmapped,
+ * or replaced by a new mapping).  Only entries that hold state are asked
+ * about: one PROCMAP_QUERY and one userfaultfd ioctl per mapping.
+ */
+static void sweep_anon(void)
+{
+	uint64_t vol, purged;
+	uintptr_t a = 0;
+	struct known k;
+
+	if (!anon_file || vfile_lock(anon_file) < 0)
+		return;
+	while (known_next(a, false, &k)) {
+		vol = purged = 0;
+		if (rt_count(&anon_file->tree, k.start >> vr_page_shift,
+			     k.end >> vr_page_shift, &vol, &purged) == 0 && vol + purged)
+			walk_pieces(k.start, k.end, keep_cb, NULL);
+		a = k.end;
+	}
+	vfile_unlock(anon_file);
+}
+
+/* Forget file entries whose address holds something else now (their
+ * reference to the file goes with them). */
+static void sweep_files(void)
+{
+	uintptr_t a = 0;
+	struct known k;
+
+	while (known_next(a, true, &k)) {
+		if (!file_map_holds(&k, k.start, k.end))
+			known_trim(k.start, k.end, true);
+		a = k.end;
+	}
+}
+
+void anymap_sweep(void)
+{
+	if (!atomic_load_explicit(&anon_ready, memory_order_acquire))
+		return;
+	sweep_files();
+	sweep_anon();
+	vfile_sweep_orphans();
+}
+
 /* ---- fork ---------------------------------------------------------------- */
+
+/*
+ * Before fork: the child zaps the anonymous ranges recorded purged (their
+ * poison markers), so they must be the memory that was purged, not a new
+ * mapping at its address.  Checked here, in the parent, where the
+ * registrations still tell; the child has none.  Runs before the
+ * library's own prepare handler takes its locks.
+ */
+static void anon_before_fork(void)
+{
+	if (anon_file && rt_purged_pages(&anon_file->tree))
+		sweep_anon();
+}
 
 static int child_clear_purged(const struct rt_range *rr, void *arg)
 {
@@ -606,26 +817,33 @@ static int child_clear_purged(const struct rt_range *rr, void *arg)
 /*
  * The child's copy of private anonymous memory is ordinary memory with no
  * library state (contract 5): pages the parent had purged read zeros and
- * never signal; its userfaultfd registrations did not survive fork.
+ * never signal; its userfaultfd registrations did not survive fork.  Its
+ * MAP_SHARED mappings are the parent's, of the same files: those entries
+ * stay, with their references, so the child's purges and stats reach the
+ * files it knows only through a mapping.
  */
 static void anon_child_after_fork(void)
 {
 	struct seq_array *t = atomic_load(&ktab);
 	uint32_t seq = atomic_load(&known_seq.seq);
+	struct known *e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
+	size_t i, j;
 
-	/* A writer of the parent may have been mid-change: the child empties
-	 * the table below, so a fresh lock and an even sequence are right. */
+	/* A writer of the parent may have been mid-change: the prepare
+	 * handler does not hold known_write, so a fresh lock and an even
+	 * sequence are right (the child is single-threaded). */
 	pthread_mutex_init(&known_write, NULL);
 	atomic_store(&known_seq.seq, (seq + 1) & ~1u);
+	vma_query_forget();
 	if (!anon_file)
 		return;
 	rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
 	rt_clear(&anon_file->tree, 0, UINT64_MAX >> 1, NULL, NULL);
-	for (size_t i = 0; t && i < t->n; i++)
-		if (SEQ_ARRAY_AT(t, struct known)[i].file)
-			vfile_put(SEQ_ARRAY_AT(t, struct known)[i].file);
+	for (i = j = 0; t && i < t->n; i++)
+		if (e[i].file)
+			e[j++] = e[i];
 	if (t)
-		t->n = 0;
+		t->n = j;
 	if (anon_uffd >= 0)
 		close(anon_uffd);
 	anon_uffd = -1;
