@@ -800,7 +800,7 @@ void anymap_sweep(void)
  */
 static void anon_before_fork(void)
 {
-	if (anon_file && rt_purged_pages(&anon_file->tree))
+	if (anon_file && anon_uffd >= 0 && rt_purged_pages(&anon_file->tree))
 		sweep_anon();
 }
 
@@ -837,7 +837,9 @@ static void anon_child_after_fork(void)
 	vma_query_forget();
 	if (!anon_file)
 		return;
-	rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
+	/* Poison markers exist only where a userfaultfd of ours put them. */
+	if (anon_uffd >= 0)
+		rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
 	rt_clear(&anon_file->tree, 0, UINT64_MAX >> 1, NULL, NULL);
 	for (i = j = 0; t && i < t->n; i++)
 		if (e[i].file)

@@ -1395,7 +1395,7 @@ END_TEST
 static int helper_fallback(void)
 {
 	struct vrange_stats st;
-	unsigned char *b, *h;
+	unsigned char *b, *h, *d;
 	int bad = 0, purged = -1;
 	bool zero;
 
@@ -1419,6 +1419,14 @@ static int helper_fallback(void)
 	bad |= (vrange(h, 9 * ps, VRANGE_NONVOLATILE, &purged) != 0 || purged != 1) << 7;
 	bad |= (h[0] != 'g') << 8; /* the partial first page was kept */
 	bad |= (nbus != 0) << 9;
+	/* Bug 9 here: never-touched volatile pages of a mapping that
+	 * mprotect split stay volatile through a purge (the weak identity
+	 * check takes pieces inside the extent first seen). */
+	d = mmap(NULL, 16 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	bad |= (d == MAP_FAILED || vrange(d + 2 * ps, 4 * ps, VRANGE_VOLATILE, NULL) != 0) << 10;
+	bad |= (d == MAP_FAILED || mprotect(d + 8 * ps, 4 * ps, PROT_READ) != 0) << 11;
+	bad |= (vrange_purge(SIZE_MAX) != 0) << 12;
+	bad |= (vrange_get_stats(&st) != 0 || st.volatile_bytes != 4 * ps) << 13;
 	if (bad)
 		fprintf(stderr, "fallback helper: bad %#x\n", bad);
 	return bad ? 1 : 0;
