@@ -6,7 +6,9 @@
  *
  * Figures: the VRANGE_VOLATILE + VRANGE_NONVOLATILE pair on one resident
  * 4 KiB page of a known anonymous mapping, of a small heap buffer, and of a
- * library region (both through vrange_mark_* and through vrange()); the same
+ * library region (both through vrange_mark_* and through vrange()), and of
+ * the application's own MAP_SHARED mapping of a memfd (whose identity is
+ * checked with a PROCMAP_QUERY ioctl on every call); the same
  * pairs on 2 MiB; and, for scale, the first vrange() on a mapping the
  * library has not seen (it asks the kernel what the mapping is).  Target
  * (issue 9): the anonymous pair within 2x of the region pair.  Prints
@@ -122,8 +124,9 @@ int main(void)
 	const long n_small = 50000, n_big = 5000;
 	vrange_region *r = NULL;
 	unsigned char *anon, *heap, *hp, *rb;
-	double reg4, regaddr4, anon4, heap4, reg2m, anon2m, first;
-	int ret;
+	double reg4, regaddr4, anon4, heap4, reg2m, anon2m, first, shm4;
+	unsigned char *shm;
+	int ret, shm_fd;
 
 	ps = (size_t)sysconf(_SC_PAGESIZE);
 	ret = vrange_region_create("bench-anon", big, VRANGE_ACCESS_ZERO, &r);
@@ -133,8 +136,15 @@ int main(void)
 	anon = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		    -1, 0);
 	heap = malloc(4 * ps);
-	if (anon == MAP_FAILED || !heap)
+	/* The application's own MAP_SHARED mapping of a shared-memory file:
+	 * each vrange() there checks the address still maps that file. */
+	shm_fd = memfd_create("bench-anon-shm", MFD_CLOEXEC);
+	if (shm_fd < 0 || ftruncate(shm_fd, (off_t)(4 * ps)) < 0)
+		die("memfd", errno);
+	shm = mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, shm_fd, 0);
+	if (anon == MAP_FAILED || !heap || shm == MAP_FAILED)
 		die("allocating", ENOMEM);
+	memset(shm, 1, 4 * ps);
 	memset(rb, 1, big);
 	memset(anon, 1, big);
 	memset(heap, 1, 4 * ps);
@@ -143,8 +153,9 @@ int main(void)
 	/* Make every mapping known before timing: the pair is the subject. */
 	pair_addr(anon, ps, 1);
 	pair_addr(hp, ps, 1);
+	pair_addr(shm, ps, 1);
 
-	reg4 = regaddr4 = anon4 = heap4 = reg2m = anon2m = 1e30;
+	reg4 = regaddr4 = anon4 = heap4 = reg2m = anon2m = shm4 = 1e30;
 	for (int round = 0; round < ROUNDS; round++) {
 		reg4 = lesser(reg4, pair_region(r, 0, ps, n_small));
 		regaddr4 = lesser(regaddr4, pair_addr(rb, ps, n_small));
@@ -152,6 +163,7 @@ int main(void)
 		heap4 = lesser(heap4, pair_addr(hp, ps, n_small));
 		reg2m = lesser(reg2m, pair_region(r, 0, big, n_big));
 		anon2m = lesser(anon2m, pair_addr(anon, big, n_big));
+		shm4 = lesser(shm4, pair_addr(shm, ps, n_small / 10));
 	}
 	first = first_touch();
 
@@ -162,6 +174,8 @@ int main(void)
 	       anon4, anon4 / reg4);
 	printf("  heap buffer (vrange())      %8.1f ns   %.2fx region pair\n",
 	       heap4, heap4 / reg4);
+	printf("  app MAP_SHARED memfd (vrange()) %4.1f ns   %.2fx region pair  (identity check: a syscall per call)\n",
+	       shm4, shm4 / reg4);
 	printf("mark+unmark pair, 2 MiB, resident:\n");
 	printf("  region (vrange_mark_*)      %8.1f ns\n", reg2m);
 	printf("  anonymous mmap (vrange())   %8.1f ns   %.2fx region pair\n",
@@ -170,6 +184,8 @@ int main(void)
 	       first, first / anon4);
 
 	free(heap);
+	munmap(shm, 4 * ps);
+	close(shm_fd);
 	munmap(anon, big);
 	vrange_region_destroy(r);
 	return 0;
