@@ -9,7 +9,8 @@
  *
  * The first vrange() on a mapping asks the kernel what it is (vma_query) and
  * remembers the answer in a table of known mappings; later calls on known
- * memory make no system call.  Before a purge discards anonymous memory it
+ * anonymous memory make no system call, later calls on a known file mapping
+ * check (one PROCMAP_QUERY) that the address still maps that file.  Before a purge discards anonymous memory it
  * checks that the address still holds the mapping that was marked: the
  * mapping is registered (write-protect mode, which traps nothing) with a
  * userfaultfd of ours when it is first seen, and that registration vanishes
