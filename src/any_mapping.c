@@ -41,6 +41,7 @@
 #include "seqlock.h"
 #include "shmem.h"
 #include "uffd_purge.h"
+#include "unmap_events.h"
 #include "vma_query.h"
 #include "vrange.h"
 
@@ -63,6 +64,7 @@ struct known {
 	struct vfile *file;   /* shared file mapping: the file; NULL for anon */
 	uint64_t pgoff;       /* file page of start */
 	bool wp;              /* anon: identity registration in place */
+	uint64_t seen;        /* mark clock when it was learnt */
 };
 
 /* The table is read without a lock on every vrange() call (seqlock.h);
@@ -75,19 +77,16 @@ static struct seqlock known_seq;
 static struct seq_array *_Atomic ktab;
 static struct vfile *anon_file;
 static int anon_uffd = -1;
+static bool events_on; /* munmap of registered memory is reported */
+static bool strict_sweep; /* events were lost: trust registrations only */
 
 /* ---- the userfaultfd that gives identity and SIGBUS mode ---------------- */
 
-static int uffd_open(void)
+static int uffd_open_with(__u64 features)
 {
-	struct uffdio_api api = {
-		.api = UFFD_API,
-		.features = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_POISON,
-	};
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
 	int fd;
 
-	if (!uffd_available())
-		return -1;
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) /* unprivileged: only user-mode faults may be handled */
 		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* UFFD_USER_MODE_ONLY */);
@@ -98,6 +97,28 @@ static int uffd_open(void)
 		return -1;
 	}
 	return fd;
+}
+
+/*
+ * With munmap events where a reader thread can be had (unmap_events.h),
+ * else without: a registration whose munmap event nobody reads would block
+ * that munmap for good.
+ */
+static int uffd_open(void)
+{
+	const __u64 base = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_POISON;
+	int fd;
+
+	if (!uffd_available())
+		return -1;
+	fd = uffd_open_with(base | UFFD_FEATURE_EVENT_UNMAP);
+	if (fd >= 0 && unmap_events_start(fd) == 0) {
+		events_on = true;
+		return fd;
+	}
+	if (fd >= 0)
+		close(fd);
+	return uffd_open_with(base);
 }
 
 static int uffd_register(uintptr_t a, uintptr_t b, __u64 mode)
@@ -117,6 +138,7 @@ static bool identity_holds(uintptr_t a, uintptr_t b)
 
 static void anon_before_fork(void);
 static void anon_child_after_fork(void);
+static void drain_events(void);
 
 static void init_once(void)
 {
@@ -207,6 +229,7 @@ static int known_add(struct known *k)
 	int r = 0;
 
 	pthread_mutex_lock(&known_write);
+	k->seen = vr_next_seq();
 	t = atomic_load(&ktab);
 	if (t) {
 		e = SEQ_ARRAY_AT(t, struct known);
@@ -233,9 +256,10 @@ drop:
  * files, else anonymous ones), splitting an entry that runs past either
  * end.  A file entry holds a reference to its file: a piece split off takes
  * one more, an entry removed whole gives its reference back (after the
- * table's mutex is let go: vfile_put takes the registry lock).
+ * table's mutex is let go: vfile_put takes the registry lock).  Entries
+ * learnt at or after older_than (mark clock) are left alone.
  */
-static void known_trim(uintptr_t a, uintptr_t b, bool files)
+static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than)
 {
 	bool again = true;
 
@@ -250,7 +274,7 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files)
 		t = atomic_load(&ktab);
 		e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
 		for (i = t ? known_search(e, t->n, a) : 0; t && i < t->n && e[i].start < b; i++) {
-			if (!e[i].file != !files)
+			if (!e[i].file != !files || e[i].seen >= older_than)
 				continue;
 			again = true; /* the array changes: look again from a */
 			if (a <= e[i].start && e[i].end <= b) { /* wholly inside */
@@ -382,6 +406,13 @@ static void clear_stale(uintptr_t a, uintptr_t b)
 
 	if (vfile_lock(anon_file) < 0)
 		return;
+	drain_events();
+	if (events_on && !strict_sweep) {
+		/* What munmap events left there was given to the memory there
+		 * now, after the old memory went. */
+		vfile_unlock(anon_file);
+		return;
+	}
 	pthread_mutex_lock(&known_write);
 	t = atomic_load(&ktab);
 	e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
@@ -445,7 +476,7 @@ static int validate(uintptr_t a, uintptr_t b)
 		if (known_get(a, &k) && k.file &&
 		    !file_map_holds(&k, a, b < k.end ? b : k.end)) {
 			/* Another mapping lives there now: forget this one. */
-			known_trim(k.start, k.end, true);
+			known_trim(k.start, k.end, true, UINT64_MAX);
 			continue;
 		}
 		if (!known_get(a, &k)) {
@@ -639,46 +670,131 @@ static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus
 static void forget_span(uintptr_t a, uintptr_t b)
 {
 	rt_clear(&anon_file->tree, a >> vr_page_shift, b >> vr_page_shift, NULL, NULL);
-	known_trim(a, b, false);
+	known_trim(a, b, false, UINT64_MAX);
+}
+
+/* ---- munmap events -------------------------------------------------------- */
+
+struct stale_find {
+	uint64_t before;      /* mark clock of the munmap */
+	struct rt_range found;
+};
+
+/* The first range the munmap took away: purged ones (a newcomer is never
+ * purged before its munmap event is applied), or volatile ones marked
+ * before it. */
+static int find_stale(const struct rt_range *rr, void *arg)
+{
+	struct stale_find *c = arg;
+
+	if (rr->state == RT_PURGED || rr->seq < c->before) {
+		c->found = *rr;
+		return 1;
+	}
+	return 0;
+}
+
+/* The memory [a, b) was unmapped at mark clock seq: forget what was
+ * marked there before, and the entries learnt before; keep what a newer
+ * mapping at that address was given since.  Anonymous lock held. */
+static void apply_unmap(uintptr_t a, uintptr_t b, uint64_t seq)
+{
+	struct stale_find c = { .before = seq };
+	uint64_t ps = a >> vr_page_shift, pe = b >> vr_page_shift;
+
+	while (ps < pe && rt_visit(&anon_file->tree, ps, pe, find_stale, &c) == 1) {
+		rt_clear(&anon_file->tree, c.found.start, c.found.end, NULL, NULL);
+		ps = c.found.end;
+	}
+	known_trim(a, b, false, seq);
+}
+
+/* Apply the munmap events read so far.  Anonymous lock held. */
+static void drain_events(void)
+{
+	struct unmap_event ev[32];
+	size_t n;
+	bool lost;
+
+	if (!events_on)
+		return;
+	do {
+		n = unmap_events_take(ev, 32, &lost);
+		for (size_t i = 0; i < n; i++)
+			apply_unmap(ev[i].start, ev[i].end, ev[i].seq);
+		if (lost)
+			strict_sweep = true;
+	} while (n == 32);
+}
+
+enum piece { NOT_OURS, OURS, UNSURE };
+
+/*
+ * Memory at [v->start, v->end) that is not registered with us holds state:
+ * with munmap events applied, that state was given to it after the old
+ * memory there went (apply_unmap forgot the rest), so it is the memory
+ * that was marked - register it and learn it.  UNSURE while an munmap
+ * event waits to be read (its stamp would decide).
+ */
+static enum piece adopt(const struct vma *v)
+{
+	struct known k = { .start = v->start, .end = v->end };
+
+	if (!events_on || strict_sweep)
+		return NOT_OURS;
+	if (unmap_events_pending())
+		return UNSURE;
+	if (uffd_register(v->start, v->end, UFFDIO_REGISTER_MODE_WP) < 0)
+		return NOT_OURS;
+	k.wp = true;
+	known_add(&k);
+	return OURS;
 }
 
 /*
  * Is the piece [a, e) of mapping v the anonymous memory that was marked?
  * Registered with our userfaultfd: yes (munmap removes the registration, a
- * new mapping never has it).  Known but never registered (no userfaultfd,
- * or the registration was refused): private anonymous memory inside the
- * extent of its entry is taken for it - the weak check the design notes
- * call out (a VMA split by mprotect passes it, and so does a new mapping
- * inside the old extent).  *e is clipped to the entry.
+ * new mapping never has it); a new mapping with state of its own is
+ * adopted (above).  Known but never registered (no userfaultfd, or the
+ * registration was refused): private anonymous memory inside the extent
+ * of its entry is taken for it - the weak check the design notes call out
+ * (a VMA split by mprotect passes it, and so does a new mapping inside the
+ * old extent).  *e is clipped to the entry.
  */
-static bool piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, bool *wp)
+static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, bool *wp)
 {
 	struct known k;
+	enum piece p;
 
 	*wp = false;
 	if (v->shared || v->inode != 0 || is_special(v))
-		return false;
+		return NOT_OURS;
 	if (anon_uffd >= 0 && identity_holds(a, *e)) {
 		*wp = true;
-		return true;
+		return OURS;
+	}
+	if (anon_uffd >= 0 && (p = adopt(v)) != NOT_OURS) {
+		*wp = p == OURS;
+		return p;
 	}
 	/* An entry that was registered and no longer is: unmapped since. */
 	if (!known_get(a, &k) || k.file || k.wp)
-		return false;
+		return NOT_OURS;
 	if (*e > k.end)
 		*e = k.end;
-	return true;
+	return OURS;
 }
 
 /*
  * Walk [a, b) mapping by mapping: pieces that are still ours go to fn,
- * everything else (holes, new mappings) is forgotten.  Caller holds the
- * anonymous tree's lock.
+ * holes and memory that is not ours are forgotten, unsure pieces are left
+ * as they are.  Caller holds the anonymous tree's lock.
  */
 static void walk_pieces(uintptr_t a, uintptr_t b,
 			void (*fn)(uintptr_t a, uintptr_t e, bool wp, void *arg),
-			void *arg)
+			void *arg, bool requeue_unsure)
 {
+	drain_events();
 	while (a < b) {
 		struct vma v;
 		uintptr_t e;
@@ -693,10 +809,19 @@ static void walk_pieces(uintptr_t a, uintptr_t b,
 			a = v.start;
 		}
 		e = v.end < b ? v.end : b;
-		if (piece_ours(&v, a, &e, &wp))
+		switch (piece_ours(&v, a, &e, &wp)) {
+		case OURS:
 			fn(a, e, wp, arg);
-		else
+			break;
+		case NOT_OURS:
 			forget_span(a, e);
+			break;
+		case UNSURE: /* decided at a later pass */
+			if (requeue_unsure)
+				rt_mark_volatile(&anon_file->tree, a >> vr_page_shift,
+						 e >> vr_page_shift, 0, vr_next_seq(), NULL);
+			break;
+		}
 		a = e;
 	}
 }
@@ -718,7 +843,7 @@ void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *fre
 	struct discard_ctx c = { f, freed };
 
 	walk_pieces((uintptr_t)start << vr_page_shift, (uintptr_t)end << vr_page_shift,
-		    discard_cb, &c);
+		    discard_cb, &c, true);
 }
 
 void anymap_unpoison(uint64_t start, uint64_t end)
@@ -749,19 +874,38 @@ static void keep_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
  * or replaced by a new mapping).  Only entries that hold state are asked
  * about: one PROCMAP_QUERY and one userfaultfd ioctl per mapping.
  */
+static int first_range(const struct rt_range *rr, void *arg)
+{
+	*(struct rt_range *)arg = *rr;
+	return 1;
+}
+
 static void sweep_anon(void)
 {
 	uint64_t vol, purged;
+	struct rt_range rr;
 	uintptr_t a = 0;
 	struct known k;
 
 	if (!anon_file || vfile_lock(anon_file) < 0)
 		return;
+	drain_events();
+	if (strict_sweep) {
+		/* Events were lost: every range is checked, registrations only. */
+		uint64_t p = 0;
+
+		while (rt_visit(&anon_file->tree, p, UINT64_MAX >> 1, first_range, &rr) == 1) {
+			walk_pieces(rr.start << vr_page_shift, rr.end << vr_page_shift,
+				    keep_cb, NULL, false);
+			p = rr.end;
+		}
+		strict_sweep = false;
+	}
 	while (known_next(a, false, &k)) {
 		vol = purged = 0;
 		if (rt_count(&anon_file->tree, k.start >> vr_page_shift,
 			     k.end >> vr_page_shift, &vol, &purged) == 0 && vol + purged)
-			walk_pieces(k.start, k.end, keep_cb, NULL);
+			walk_pieces(k.start, k.end, keep_cb, NULL, false);
 		a = k.end;
 	}
 	vfile_unlock(anon_file);
@@ -776,7 +920,7 @@ static void sweep_files(void)
 
 	while (known_next(a, true, &k)) {
 		if (!file_map_holds(&k, k.start, k.end))
-			known_trim(k.start, k.end, true);
+			known_trim(k.start, k.end, true, UINT64_MAX);
 		a = k.end;
 	}
 }
@@ -836,6 +980,9 @@ static void anon_child_after_fork(void)
 	pthread_mutex_init(&known_write, NULL);
 	atomic_store(&known_seq.seq, (seq + 1) & ~1u);
 	vma_query_forget();
+	unmap_events_forget();
+	events_on = false;
+	strict_sweep = false;
 	if (!anon_file)
 		return;
 	/* Poison markers exist only where a userfaultfd of ours put them. */
