@@ -22,10 +22,16 @@ fail() {
 	status=1
 }
 
-# 1. Every source page lints clean: no output at all, exit status 0.
+# 1. Every source page lints clean: no output at all, exit status 0; and
+# groff, which renders them for man(1), has no warning either.
 for page in "$src"/*.[1-9]; do
 	if ! mandoc -Tlint "$page" >"$tmp/lint" 2>&1 || [ -s "$tmp/lint" ]; then
 		fail "mandoc -Tlint $(basename "$page"):"
+		cat "$tmp/lint"
+	fi
+	if command -v groff >/dev/null 2>&1 &&
+		{ ! groff -man -Tutf8 -ww -z "$page" >"$tmp/lint" 2>&1 || [ -s "$tmp/lint" ]; }; then
+		fail "groff -ww $(basename "$page"):"
 		cat "$tmp/lint"
 	fi
 done
@@ -84,6 +90,15 @@ while read -r name section; do
 	man -M "$manpath" -w "$section" "$name" >/dev/null 2>&1 ||
 		fail "a page refers to $name($section), which is not installed"
 done <"$tmp/refs"
+
+# 5. Every environment variable the library or the shim reads (they read
+# theirs with secure_getenv; test hooks use getenv) is documented.
+grep -rhoE 'secure_getenv\("VRANGE_[A-Z0-9_]+"\)' "$src/../src" "$src/../shim" |
+	grep -oE 'VRANGE_[A-Z0-9_]+' | sort -u >"$tmp/env"
+while read -r var; do
+	cat "$src/libvrange.7" "$src/libvrange-ashmem.7" | grep -qE "^\.BI? $var(=| |\$)" ||
+		fail "$var is read by the library but not described in libvrange(7) or libvrange-ashmem(7)"
+done <"$tmp/env"
 
 [ $status -eq 0 ] &&
 	echo "$count functions, each with a page; $(ls "$src"/*.[1-9] | wc -l) pages lint clean and install under $mandir"
