@@ -92,7 +92,7 @@ static void *reader(void *arg)
 		 * munmap, every newer one after it returned.
 		 */
 		atomic_store(&reading, true);
-		if (!read_all(fd, vr_next_seq())) {
+		if (!read_all(fd, vr_seq_barrier())) {
 			atomic_store(&reading, false);
 			break;
 		}
