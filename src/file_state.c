@@ -522,17 +522,10 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 			uffd_after_discard(m, off, len < m->size - off ? len : m->size - off);
 }
 
-static bool older(const struct rt_range *a, const struct rt_range *b)
-{
-	if (a->prio != b->prio)
-		return a->prio < b->prio;
-	return a->seq < b->seq;
-}
-
 /* May range r join a batch that must stay ahead of lim in purge order? */
 static bool may_take(const struct rt_range *r, const struct purge_limit *lim)
 {
-	return r->seq <= lim->max_seq && (!lim->other || !older(&lim->other_oldest, r));
+	return r->seq <= lim->max_seq && (!lim->other || !vfile_older(&lim->other_oldest, r));
 }
 
 /* The ranges of one purge step, in the order they were taken. */
@@ -675,35 +668,28 @@ out:
 	return r;
 }
 
-struct vfile *vfile_pick_oldest(struct rt_range *oldest, struct rt_range *runner_up,
-				bool *has_runner_up)
+ssize_t vfile_oldest_all(struct purge_cand **out)
 {
-	struct vfile *best = NULL;
-	struct rt_range best_r = { 0 }, rr;
+	struct purge_cand *v;
+	size_t n = 0, cap = 0;
+	struct rt_range rr;
 
-	*has_runner_up = false;
 	pthread_mutex_lock(&registry_lock);
-	for (struct vfile *f = registry; f; f = f->next) {
+	for (struct vfile *f = registry; f; f = f->next)
+		cap++;
+	v = malloc((cap ? cap : 1) * sizeof(*v));
+	for (struct vfile *f = registry; v && f; f = f->next) {
 		if (vfile_peek_oldest(f, &rr) <= 0)
 			continue;
-		if (!best || older(&rr, &best_r)) {
-			if (best) {
-				*runner_up = best_r;
-				*has_runner_up = true;
-			}
-			best = f;
-			best_r = rr;
-		} else if (!*has_runner_up || older(&rr, runner_up)) {
-			*runner_up = rr;
-			*has_runner_up = true;
-		}
-	}
-	if (best) {
-		best->refs++;
-		*oldest = best_r;
+		f->refs++;
+		v[n].f = f;
+		v[n++].oldest = rr;
 	}
 	pthread_mutex_unlock(&registry_lock);
-	return best;
+	if (!v)
+		return -ENOMEM;
+	*out = v;
+	return (ssize_t)n;
 }
 
 void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,

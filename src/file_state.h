@@ -146,11 +146,23 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages) VR_HIDDEN;
 
-/* The file whose oldest volatile range comes first in the global purge
- * order, with a reference taken; NULL when nothing is volatile anywhere.
- * *runner_up: the oldest range of every other file, if any. */
-struct vfile *vfile_pick_oldest(struct rt_range *oldest, struct rt_range *runner_up,
-				bool *has_runner_up) VR_HIDDEN;
+/* Is a before b in the purge order: lower priority, then marked earlier? */
+static inline bool vfile_older(const struct rt_range *a, const struct rt_range *b)
+{
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	return a->seq < b->seq;
+}
+
+/* A file with something volatile, and its oldest range then. */
+struct purge_cand {
+	struct vfile *f; /* a reference taken */
+	struct rt_range oldest;
+};
+
+/* Every file with something volatile, each with a reference taken: the
+ * count (and *out, to free), or -ENOMEM. */
+ssize_t vfile_oldest_all(struct purge_cand **out) VR_HIDDEN;
 
 /* The file layer starts keeping state for f: it takes its own reference. */
 int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;
