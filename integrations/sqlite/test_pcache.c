@@ -5,7 +5,8 @@
  *
  * A seeded workload (inserts, updates, deletes, index range scans,
  * aggregates, transactions rolled back, an attached in-memory database,
- * VACUUM, auto_vacuum page moves, sqlite3_db_release_memory) runs twice on
+ * attached databases with 1 KiB and 8 KiB pages, VACUUM, auto_vacuum page
+ * moves, sqlite3_db_release_memory) runs twice on
  * fresh database files: first in a forked child on SQLite's default page
  * cache, which records a hash of every query's result in shared memory;
  * then here, on the libvrange cache, with a small cache_size (so pages are
@@ -15,7 +16,7 @@
  * every phase, and purges must really have hit cached pages (re-reads > 0),
  * else the test proved nothing.
  *
- * Exit 0 pass, 1 fail, 77 skip.  VRANGE_TEST_QUICK=1 runs fewer rounds;
+ * Exit 0 pass, 1 fail, 77 skip.  VRANGE_TEST_QUICK=1 runs 2 rounds instead of 5;
  * VRANGE_SQLITE_ROUNDS=N sets them.
  */
 #include <errno.h>
@@ -52,6 +53,7 @@ struct run {
 	bool record;
 	uint64_t nq, checks;
 	int failed;
+	char attach_small[4200], attach_big[4200];
 };
 
 static uint64_t rnd(struct run *r)
@@ -230,15 +232,39 @@ static void phase_memdb(struct run *r)
 	query(r, "SELECT c.id, t.k FROM mem.c c JOIN t ON t.id = c.id WHERE c.id % 101 = 0 ORDER BY c.id");
 }
 
+/* Databases with pages smaller (1 KiB: a system page per slot) and larger
+ * (8 KiB: two per slot) than the system page. */
+static void phase_page_sizes(struct run *r)
+{
+	exec(r, "INSERT INTO small.s(k, v) SELECT k, v FROM t WHERE id % 4 = 1");
+	exec(r, "INSERT INTO big.b(k, v, pad) SELECT k, v, pad FROM t WHERE id % 4 = 2");
+	exec(r, "DELETE FROM small.s WHERE k % 5 = 0");
+	exec(r, "UPDATE big.b SET v = v || 'b' WHERE k % 3 = 0");
+	query(r, "SELECT count(*), sum(k), max(v) FROM small.s");
+	query(r, "SELECT k, v FROM small.s WHERE k BETWEEN 1000 AND 3000 ORDER BY k, id");
+	query(r, "SELECT count(*), sum(k), total(length(pad)) FROM big.b");
+	query(r, "SELECT k, v FROM big.b WHERE k BETWEEN 50000 AND 52000 ORDER BY k, id");
+}
+
 static void workload(struct run *r, int rounds, void (*between)(struct run *))
 {
 	exec(r, "PRAGMA auto_vacuum = FULL");
 	exec(r, "PRAGMA cache_size = 64");
 	exec(r, "PRAGMA journal_mode = DELETE");
 	exec(r, "ATTACH ':memory:' AS mem");
+	exec(r, r->attach_small);
+	exec(r, r->attach_big);
 	exec(r, "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT, pad BLOB)");
 	exec(r, "CREATE INDEX t_k ON t(k)");
 	exec(r, "CREATE INDEX t_v ON t(v)");
+	exec(r, "PRAGMA small.page_size = 1024");
+	exec(r, "PRAGMA small.cache_size = 64");
+	exec(r, "CREATE TABLE small.s(id INTEGER PRIMARY KEY, k INTEGER, v TEXT)");
+	exec(r, "CREATE INDEX small.s_k ON s(k)");
+	exec(r, "PRAGMA big.page_size = 8192");
+	exec(r, "PRAGMA big.cache_size = 32");
+	exec(r, "CREATE TABLE big.b(id INTEGER PRIMARY KEY, k INTEGER, v TEXT, pad BLOB)");
+	exec(r, "CREATE INDEX big.b_k ON b(k)");
 	for (int i = 0; i < rounds && !r->failed; i++) {
 		phase_insert(r, 1500);
 		integrity(r);
@@ -251,6 +277,8 @@ static void workload(struct run *r, int rounds, void (*between)(struct run *))
 		phase_delete(r, 20);     /* auto_vacuum moves pages: xRekey, xTruncate */
 		integrity(r);
 		phase_memdb(r);
+		phase_page_sizes(r);
+		integrity(r);
 		phase_scan(r, 10);
 		if (i % 3 == 2) {
 			exec(r, "VACUUM");
@@ -298,10 +326,17 @@ static void *purger(void *arg)
 	return NULL;
 }
 
-static int open_db(const char *dir, const char *name, sqlite3 **db)
+static int open_db(const char *dir, const char *name, struct run *r)
 {
+	sqlite3 **db = &r->db;
 	char path[4096];
 
+	fmt(path, sizeof(path), "%s/%s-small", dir, name);
+	unlink(path);
+	fmt(r->attach_small, sizeof(r->attach_small), "ATTACH '%s' AS small", path);
+	fmt(path, sizeof(path), "%s/%s-big", dir, name);
+	unlink(path);
+	fmt(r->attach_big, sizeof(r->attach_big), "ATTACH '%s' AS big", path);
 	fmt(path, sizeof(path), "%s/%s", dir, name);
 	unlink(path);
 	if (sqlite3_open(path, db) != SQLITE_OK) {
@@ -315,7 +350,7 @@ int main(void)
 {
 	char dir[] = "/tmp/vrange-sqlite-test-XXXXXX";
 	const char *q = getenv("VRANGE_TEST_QUICK"), *nr = getenv("VRANGE_SQLITE_ROUNDS");
-	int rounds = nr ? atoi(nr) : q && *q == '1' ? 3 : 8;
+	int rounds = nr ? atoi(nr) : q && *q == '1' ? 2 : 5;
 	struct shared *ref;
 	struct run r = { 0 };
 	struct vrange_sqlite_stats ps;
@@ -339,7 +374,7 @@ int main(void)
 	if (pid == 0) {
 		struct run rr = { .rng = 0x5eed, .ref = ref, .record = true };
 
-		if (open_db(dir, "ref.db", &rr.db) < 0)
+		if (open_db(dir, "ref.db", &rr) < 0)
 			_exit(1);
 		workload(&rr, rounds, release_memory);
 		sqlite3_close(rr.db);
@@ -356,7 +391,7 @@ int main(void)
 		goto out;
 	}
 	r = (struct run){ .rng = 0x5eed, .ref = ref, .record = false };
-	if (open_db(dir, "vrange.db", &r.db) < 0)
+	if (open_db(dir, "vrange.db", &r) < 0)
 		goto out;
 	pthread_create(&th, NULL, purger, (void *)(uintptr_t)time(NULL));
 	workload(&r, rounds, release_memory);
@@ -382,10 +417,12 @@ int main(void)
 	rc = r.failed;
 	printf("%s\n", rc ? "FAIL" : "PASS");
 out:
-	for (const char *f = "ref.db"; f; f = strcmp(f, "ref.db") ? NULL : "vrange.db") {
+	for (int i = 0; i < 6; i++) {
+		static const char *const files[] = { "ref.db", "ref.db-small", "ref.db-big",
+			"vrange.db", "vrange.db-small", "vrange.db-big" };
 		char path[4096];
 
-		fmt(path, sizeof(path), "%s/%s", dir, f);
+		fmt(path, sizeof(path), "%s/%s", dir, files[i]);
 		unlink(path);
 	}
 	rmdir(dir);
