@@ -216,7 +216,14 @@ static bool make_nonvolatile(struct pcache *c, struct slot *s)
 static int add_chunk(struct pcache *c)
 {
 	unsigned n = c->next_chunk_slots;
-	struct chunk *ch = calloc(1, sizeof(*ch));
+	struct chunk *ch;
+
+	/* The first region holds cache_size slots (a power of two), so a
+	 * cache of the usual size costs one region, one memfd: descriptors
+	 * run out long before address space does. */
+	while (!c->chunks && n < c->max_pages && n < MAX_CHUNK_SLOTS)
+		n *= 2;
+	ch = calloc(1, sizeof(*ch));
 	unsigned char *base;
 	int r = -ENOMEM;
 

@@ -46,8 +46,9 @@
  *   volatile (in a purgeable cache) and reused by the next miss.
  * - Slots are one system page (or szPage, if larger), so a database with
  *   pages smaller than the system page uses a system page per page.
- * - Memory: regions of 64 slots, doubling per region up to 16384 slots, so
- *   a cache of N entries holds about log2(N / 64) + N / 16384 regions.
+ * - Memory: the first region holds cache_size slots (rounded up to a power
+ *   of two, 64 to 16384), each further one twice the last, up to 16384
+ *   slots: a cache of the default size is one region (one memfd).
  *   Regions use VRANGE_ACCESS_ZERO (no userfaultfd: SQLite never touches an
  *   unpinned page, and a miss refills the whole page by reading the file).
  *
