@@ -52,6 +52,12 @@
  *   Regions use VRANGE_ACCESS_ZERO (no userfaultfd: SQLite never touches an
  *   unpinned page, and a miss refills the whole page by reading the file).
  *
+ * fork(): page buffers are MAP_SHARED memory (a memfd), not copy-on-write
+ * as malloc'd memory is, and their volatile state belongs to the file: a
+ * child must not use its parent's connections (SQLite's own rule), or both
+ * processes would write the same page buffers.  Connections the child
+ * opens itself get caches of their own.
+ *
  * Thread safety: as SQLite requires, methods on different caches may run
  * concurrently; SQLite serialises calls on one cache (by the connection's or
  * the shared cache's mutex).  The counters below are atomic.
