@@ -9,14 +9,15 @@
  * moves, sqlite3_db_release_memory) runs twice on
  * fresh database files: first in a forked child on SQLite's default page
  * cache, which records a hash of every query's result in shared memory;
- * then here, on the libvrange cache, with a small cache_size (so pages are
+ * then here, on the libvrange cache, by two connections on two threads at
+ * once (each on its own files), with a small cache_size (so pages are
  * unpinned and fetched again all the time) and a thread calling
  * vrange_purge() with random sizes at random moments.  Every query's hash
  * must equal the reference's, PRAGMA integrity_check must be "ok" after
  * every phase, and purges must really have hit cached pages (re-reads > 0),
  * else the test proved nothing.
  *
- * Exit 0 pass, 1 fail, 77 skip.  VRANGE_TEST_QUICK=1 runs 2 rounds instead of 5;
+ * Exit 0 pass, 1 fail, 77 skip.  VRANGE_TEST_QUICK=1 runs 2 rounds instead of 3;
  * VRANGE_SQLITE_ROUNDS=N sets them.
  */
 #include <errno.h>
@@ -54,6 +55,7 @@ struct run {
 	uint64_t nq, checks;
 	int failed;
 	char attach_small[4200], attach_big[4200];
+	int rounds;
 };
 
 static uint64_t rnd(struct run *r)
@@ -330,6 +332,14 @@ static void *purger(void *arg)
 	return NULL;
 }
 
+static void *second(void *arg)
+{
+	struct run *r = arg;
+
+	workload(r, r->rounds, release_memory);
+	return NULL;
+}
+
 static int open_db(const char *dir, const char *name, struct run *r)
 {
 	sqlite3 **db = &r->db;
@@ -354,12 +364,12 @@ int main(void)
 {
 	char dir[] = "/tmp/vrange-sqlite-test-XXXXXX";
 	const char *q = getenv("VRANGE_TEST_QUICK"), *nr = getenv("VRANGE_SQLITE_ROUNDS");
-	int rounds = nr ? atoi(nr) : q && *q == '1' ? 2 : 5;
+	int rounds = nr ? atoi(nr) : q && *q == '1' ? 2 : 3;
 	struct shared *ref;
-	struct run r = { 0 };
+	struct run r = { 0 }, r2[2];
 	struct vrange_sqlite_stats ps;
 	struct vrange_stats vs;
-	pthread_t th;
+	pthread_t th, th2;
 	int status, rc = 1;
 	pid_t pid;
 
@@ -394,17 +404,30 @@ int main(void)
 		fprintf(stderr, "vrange_sqlite_pcache_install failed\n");
 		goto out;
 	}
-	r = (struct run){ .rng = 0x5eed, .ref = ref, .record = false };
-	if (open_db(dir, "vrange.db", &r) < 0)
-		goto out;
+	/* Two connections on two threads (caches used concurrently), each on
+	 * its own files, each compared with the same reference. */
+	for (int i = 0; i < 2; i++) {
+		r2[i] = (struct run){ .rng = 0x5eed, .ref = ref, .record = false,
+				      .rounds = rounds };
+		if (open_db(dir, i ? "vrange2.db" : "vrange.db", &r2[i]) < 0)
+			goto out;
+	}
 	pthread_create(&th, NULL, purger, (void *)(uintptr_t)time(NULL));
-	workload(&r, rounds, release_memory);
+	pthread_create(&th2, NULL, second, &r2[1]);
+	workload(&r2[0], rounds, release_memory);
+	pthread_join(th2, NULL);
 	atomic_store(&purger_stop, true);
 	pthread_join(th, NULL);
-	if (!r.failed && r.nq != ref->n)
-		fail(&r, "query count", "differs from the reference run");
-	sqlite3_close(r.db);
+	for (int i = 0; i < 2; i++) {
+		if (!r2[i].failed && r2[i].nq != ref->n)
+			fail(&r2[i], "query count", "differs from the reference run");
+		sqlite3_close(r2[i].db);
+	}
 	sqlite3_shutdown();
+	r = r2[0];
+	r.failed |= r2[1].failed;
+	r.nq += r2[1].nq;
+	r.checks += r2[1].checks;
 
 	vrange_sqlite_pcache_stats(&ps);
 	vrange_get_stats(&vs);
@@ -421,9 +444,10 @@ int main(void)
 	rc = r.failed;
 	printf("%s\n", rc ? "FAIL" : "PASS");
 out:
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 9; i++) {
 		static const char *const files[] = { "ref.db", "ref.db-small", "ref.db-big",
-			"vrange.db", "vrange.db-small", "vrange.db-big" };
+			"vrange.db", "vrange.db-small", "vrange.db-big",
+			"vrange2.db", "vrange2.db-small", "vrange2.db-big" };
 		char path[4096];
 
 		fmt(path, sizeof(path), "%s/%s", dir, files[i]);
