@@ -1,0 +1,665 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.c - the purgeable cache: key -> value on volatile pages.
+ *
+ * Entries live in 64 shards chosen by the top bits of the key's hash, each
+ * a chained hash table under its own mutex, so lookups of different keys
+ * rarely meet on a lock.  Values live in blocks (cache_pages.c).
+ *
+ * The hold protocol, per block and under its lock: the first hold marks
+ * the block's pages non-volatile, and if that reports VRANGE_PURGED every
+ * value on the block is dropped (marked dead, uncounted) before anyone can
+ * read it; the last release marks the pages volatile again.  Because the
+ * mark protocol of regions guarantees that a page found INTACT is never
+ * discarded afterwards, a value whose block is held is complete, and a get
+ * that checks "not dead" after taking its hold never returns lost bytes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+
+#define SHARDS 64
+#define SHARD_SHIFT 58
+#define KEY_MAX 4096
+#define FIRST_OPTS_SIZE (offsetof(struct vrange_cache_opts, flags) + sizeof(unsigned))
+#define FIRST_STATS_SIZE (offsetof(struct vrange_cache_stats, evictions) + sizeof(uint64_t))
+
+struct cshard {
+	pthread_mutex_t lock;
+	struct centry **buckets;
+	size_t nbuckets;   /* a power of two, or 0 before the first entry */
+	size_t n;
+	uint64_t hits, misses;
+} __attribute__((aligned(64)));
+
+struct vrange_cache {
+	struct cshard shard[SHARDS];
+	struct cpages pages;
+	size_t max_bytes;
+	pthread_mutex_t lru_lock;          /* capped caches only */
+	struct centry *lru_head, *lru_tail; /* head: most recently used */
+	_Atomic uint64_t entries, value_bytes, purged_entries, evictions;
+	_Atomic uint64_t meta_bytes;       /* entries and bucket arrays */
+};
+
+static _Atomic uint64_t cache_regions;
+
+uint64_t cache_region_count(void)
+{
+	return atomic_load(&cache_regions);
+}
+
+void cache_region_note(int delta)
+{
+	atomic_fetch_add(&cache_regions, (uint64_t)(int64_t)delta);
+}
+
+static uint64_t key_hash(const unsigned char *k, size_t n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
+
+	for (; n >= 8; k += 8, n -= 8) {
+		memcpy(&w, k, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	w = 0;
+	memcpy(&w, k, n);
+	h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+	return h ^ (h >> 29);
+}
+
+static struct cshard *shard_of(vrange_cache *c, uint64_t h)
+{
+	return &c->shard[h >> SHARD_SHIFT];
+}
+
+static bool bad_key(const void *key, size_t klen)
+{
+	return !key || klen == 0 || klen > KEY_MAX;
+}
+
+/* The link that points at the key's entry, or NULL (shard lock). */
+static struct centry **shard_find(struct cshard *s, uint64_t h,
+				  const void *key, size_t klen)
+{
+	struct centry **l;
+
+	if (!s->nbuckets)
+		return NULL;
+	for (l = &s->buckets[h & (s->nbuckets - 1)]; *l; l = &(*l)->hnext) {
+		struct centry *e = *l;
+
+		if (e->hash == h && e->klen == klen && !memcmp(e->key, key, klen))
+			return l;
+	}
+	return NULL;
+}
+
+/* The link that points at e itself (shard lock; e is linked). */
+static struct centry **shard_link_of(struct cshard *s, struct centry *e)
+{
+	struct centry **l = &s->buckets[e->hash & (s->nbuckets - 1)];
+
+	while (*l != e)
+		l = &(*l)->hnext;
+	return l;
+}
+
+/* Double the buckets when the table fills up; on ENOMEM chains grow. */
+static void shard_grow(vrange_cache *c, struct cshard *s)
+{
+	size_t n = s->nbuckets ? s->nbuckets * 2 : 16;
+	struct centry **nb;
+
+	if (s->n < s->nbuckets)
+		return;
+	nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return;
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		struct centry *e = s->buckets[i], *next;
+
+		for (; e; e = next) {
+			next = e->hnext;
+			e->hnext = nb[e->hash & (n - 1)];
+			nb[e->hash & (n - 1)] = e;
+		}
+	}
+	free(s->buckets);
+	atomic_fetch_add(&c->meta_bytes, (n - s->nbuckets) * sizeof(*nb));
+	s->buckets = nb;
+	s->nbuckets = n;
+}
+
+static void lru_del(vrange_cache *c, struct centry *e)
+{
+	if (!c->max_bytes)
+		return;
+	pthread_mutex_lock(&c->lru_lock);
+	if (e->lru_prev)
+		e->lru_prev->lru_next = e->lru_next;
+	else
+		c->lru_head = e->lru_next;
+	if (e->lru_next)
+		e->lru_next->lru_prev = e->lru_prev;
+	else
+		c->lru_tail = e->lru_prev;
+	e->lru_prev = e->lru_next = NULL;
+	pthread_mutex_unlock(&c->lru_lock);
+}
+
+static void lru_front_locked(vrange_cache *c, struct centry *e)
+{
+	e->lru_prev = NULL;
+	e->lru_next = c->lru_head;
+	if (c->lru_head)
+		c->lru_head->lru_prev = e;
+	else
+		c->lru_tail = e;
+	c->lru_head = e;
+}
+
+/* Make e the most recently used (shard lock; e linked). */
+static void lru_touch(vrange_cache *c, struct centry *e, bool listed)
+{
+	if (!c->max_bytes)
+		return;
+	pthread_mutex_lock(&c->lru_lock);
+	if (listed && c->lru_head != e) {
+		e->lru_prev->lru_next = e->lru_next;
+		if (e->lru_next)
+			e->lru_next->lru_prev = e->lru_prev;
+		else
+			c->lru_tail = e->lru_prev;
+	}
+	if (!listed || c->lru_head != e)
+		lru_front_locked(c, e);
+	pthread_mutex_unlock(&c->lru_lock);
+}
+
+static void uncount(vrange_cache *c, struct centry *e)
+{
+	atomic_fetch_sub(&c->entries, 1);
+	atomic_fetch_sub(&c->value_bytes, e->vlen);
+}
+
+static void entry_free(vrange_cache *c, struct centry *e)
+{
+	atomic_fetch_sub(&c->meta_bytes, sizeof(*e) + e->klen);
+	free(e);
+}
+
+/* Every value on b was damaged: drop them all (block lock, no holders). */
+static void block_kill(vrange_cache *c, struct cblock *b)
+{
+	for (uint32_t i = 0; i < b->nslots; i++) {
+		struct centry *e = b->slot[i];
+
+		if (e && !e->dead && !e->reserved && !e->detached) {
+			e->dead = true;
+			uncount(c, e);
+			atomic_fetch_add(&c->purged_entries, 1);
+		}
+	}
+}
+
+/* Take a hold on b (block lock): the first makes its pages non-volatile. */
+static int block_hold(vrange_cache *c, struct cblock *b)
+{
+	if (b->holds == 0) {
+		int r = vrange_mark_nonvolatile(b->chunk->r, cblock_off(b),
+						(size_t)b->npages << vr_page_shift);
+
+		if (r < 0)
+			return r;
+		if (r == VRANGE_PURGED)
+			block_kill(c, b);
+	}
+	b->holds++;
+	return 0;
+}
+
+/* Drop a hold (block lock): the last makes the pages volatile again.  A
+ * failed mark leaves them non-volatile: never purged, never damaged. */
+static void block_unhold(struct cblock *b)
+{
+	if (--b->holds == 0)
+		(void)vrange_mark_volatile(b->chunk->r, cblock_off(b),
+					   (size_t)b->npages << vr_page_shift);
+}
+
+/* e leaves the cache for good (block lock): its slot is emptied now if it
+ * is not held.  Returns e if the caller must free it (after unlocking). */
+static struct centry *entry_detach(struct centry *e, bool *requeue)
+{
+	e->detached = true;
+	if (e->holds > 0)
+		return NULL;
+	*requeue = cpages_clear_slot(e->block, e->slot);
+	return e;
+}
+
+/* Free what entry_detach handed back and tidy its block (no lock held). */
+static void entry_finish(vrange_cache *c, struct centry *e, struct cblock *b,
+			 bool requeue)
+{
+	if (!e)
+		return;
+	entry_free(c, e);
+	if (requeue)
+		cpages_requeue(&c->pages, b);
+}
+
+int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out)
+{
+	vrange_cache *c;
+
+	if (!out || (opts && (opts->struct_size < FIRST_OPTS_SIZE || opts->flags)))
+		return -EINVAL;
+	vr_init();
+	c = aligned_alloc(64, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < SHARDS; i++)
+		pthread_mutex_init(&c->shard[i].lock, NULL);
+	pthread_mutex_init(&c->lru_lock, NULL);
+	cpages_init(&c->pages, opts ? opts->name : NULL, opts ? opts->priority : 0);
+	c->max_bytes = opts ? opts->max_bytes : 0;
+	*out = c;
+	return 0;
+}
+
+int vrange_cache_destroy(vrange_cache *c)
+{
+	if (!c)
+		return 0;
+	if (cpages_busy(&c->pages))
+		return -EBUSY;
+	for (int i = 0; i < SHARDS; i++) {
+		struct cshard *s = &c->shard[i];
+
+		for (size_t j = 0; j < s->nbuckets; j++) {
+			struct centry *e = s->buckets[j], *next;
+
+			for (; e; e = next) {
+				next = e->hnext;
+				free(e);
+			}
+		}
+		free(s->buckets);
+		pthread_mutex_destroy(&s->lock);
+	}
+	cpages_fini(&c->pages);
+	pthread_mutex_destroy(&c->lru_lock);
+	free(c);
+	return 0;
+}
+
+/* Evict released entries, least recently used first, while over the cap. */
+static void enforce_cap(vrange_cache *c)
+{
+	struct centry *gone = NULL, *e;
+
+	if (!c->max_bytes || atomic_load(&c->value_bytes) <= c->max_bytes)
+		return;
+	pthread_mutex_lock(&c->lru_lock);
+	for (e = c->lru_tail; e && atomic_load(&c->value_bytes) > c->max_bytes;) {
+		struct centry *prev = e->lru_prev;
+		struct cshard *s = shard_of(c, e->hash);
+		bool requeue = false, dead;
+
+		/* Shard before LRU elsewhere: here only try, and skip it. */
+		if (pthread_mutex_trylock(&s->lock) == 0) {
+			struct cblock *b = e->block;
+
+			pthread_mutex_lock(&b->lock);
+			if (e->holds == 0) {
+				*shard_link_of(s, e) = e->hnext;
+				s->n--;
+				e->linked = false;
+				dead = e->dead;
+				entry_detach(e, &requeue);
+				if (!dead) {
+					uncount(c, e);
+					atomic_fetch_add(&c->evictions, 1);
+				}
+				if (prev)
+					prev->lru_next = e->lru_next;
+				else
+					c->lru_head = e->lru_next;
+				if (e->lru_next)
+					e->lru_next->lru_prev = prev;
+				else
+					c->lru_tail = prev;
+				e->hnext = gone;
+				gone = e;
+			}
+			pthread_mutex_unlock(&b->lock);
+			pthread_mutex_unlock(&s->lock);
+		}
+		e = prev;
+	}
+	pthread_mutex_unlock(&c->lru_lock);
+	while ((e = gone)) {
+		struct cblock *b = e->block;
+
+		gone = e->hnext;
+		entry_finish(c, e, b, true);
+	}
+}
+
+/* Reserve a slot for a new entry of the key, held (non-volatile). */
+static int entry_reserve(vrange_cache *c, const void *key, size_t klen,
+			 size_t vlen, struct centry **out)
+{
+	struct centry *e;
+	struct cblock *b;
+	bool requeue;
+	int ret;
+
+	if (c->max_bytes && vlen > c->max_bytes)
+		return -E2BIG;
+	e = calloc(1, sizeof(*e) + klen);
+	if (!e)
+		return -ENOMEM;
+	memcpy(e->key, key, klen);
+	e->klen = (uint32_t)klen;
+	e->hash = key_hash(e->key, klen);
+	e->vlen = vlen;
+	e->reserved = true; /* before the slot is visible to block_kill */
+	ret = cpages_alloc(&c->pages, vlen, e, &b, &e->slot);
+	if (ret < 0) {
+		free(e);
+		return ret;
+	}
+	atomic_fetch_add(&c->meta_bytes, sizeof(*e) + klen);
+	pthread_mutex_lock(&b->lock);
+	e->block = b;
+	ret = block_hold(c, b);
+	requeue = ret < 0 && cpages_clear_slot(b, e->slot);
+	pthread_mutex_unlock(&b->lock);
+	if (ret < 0) {
+		entry_finish(c, e, b, requeue);
+		return ret;
+	}
+	*out = e;
+	return 0;
+}
+
+/* Publish a reserved entry, replacing the key's old one; drops the
+ * reservation's hold. */
+static void entry_commit(vrange_cache *c, struct centry *e)
+{
+	struct cshard *s = shard_of(c, e->hash);
+	struct centry **l, *old = NULL, *gone = NULL;
+	struct cblock *ob = NULL, *b = e->block;
+	bool requeue = false;
+
+	pthread_mutex_lock(&s->lock);
+	shard_grow(c, s);
+	l = shard_find(s, e->hash, e->key, e->klen);
+	if (l) {
+		old = *l;
+		*l = old->hnext;
+		old->linked = false;
+		s->n--;
+		lru_del(c, old);
+	}
+	l = &s->buckets[e->hash & (s->nbuckets - 1)];
+	e->hnext = *l;
+	*l = e;
+	e->linked = true;
+	s->n++;
+	atomic_fetch_add(&c->entries, 1);
+	atomic_fetch_add(&c->value_bytes, e->vlen);
+	lru_touch(c, e, false);
+	if (old) {
+		ob = old->block;
+		pthread_mutex_lock(&ob->lock);
+		if (!old->dead)
+			uncount(c, old);
+		gone = entry_detach(old, &requeue);
+		pthread_mutex_unlock(&ob->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&b->lock);
+	block_unhold(b);
+	pthread_mutex_unlock(&b->lock);
+	entry_finish(c, gone, ob, requeue);
+	enforce_cap(c);
+}
+
+int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
+		     const void *val, size_t vlen)
+{
+	struct centry *e;
+	int ret;
+
+	if (!c || bad_key(key, klen) || !val || vlen == 0)
+		return -EINVAL;
+	ret = entry_reserve(c, key, klen, vlen, &e);
+	if (ret < 0)
+		return ret;
+	memcpy(cblock_ptr(e->block, e->slot), val, vlen);
+	pthread_mutex_lock(&e->block->lock);
+	e->reserved = false;
+	pthread_mutex_unlock(&e->block->lock);
+	entry_commit(c, e);
+	return 0;
+}
+
+int vrange_cache_reserve(vrange_cache *c, const void *key, size_t klen,
+			 size_t vlen, void **buf)
+{
+	struct centry *e;
+	int ret;
+
+	if (!c || bad_key(key, klen) || vlen == 0 || !buf)
+		return -EINVAL;
+	ret = entry_reserve(c, key, klen, vlen, &e);
+	if (ret == 0)
+		*buf = cblock_ptr(e->block, e->slot);
+	return ret;
+}
+
+/* The open reservation starting at buf, with its block locked; NULL if
+ * buf is not one. */
+static struct centry *find_reserved(vrange_cache *c, const void *buf)
+{
+	struct cblock *b;
+	struct centry *e;
+	uint32_t slot;
+
+	b = cpages_find_locked(&c->pages, buf, &slot);
+	if (!b)
+		return NULL;
+	e = b->slot[slot];
+	if (!e || !e->reserved) {
+		pthread_mutex_unlock(&b->lock);
+		return NULL;
+	}
+	return e;
+}
+
+int vrange_cache_commit(vrange_cache *c, void *buf)
+{
+	struct centry *e;
+
+	if (!c || !buf || !(e = find_reserved(c, buf)))
+		return -EINVAL;
+	e->reserved = false;
+	pthread_mutex_unlock(&e->block->lock);
+	entry_commit(c, e);
+	return 0;
+}
+
+int vrange_cache_abort(vrange_cache *c, void *buf)
+{
+	struct cblock *b;
+	struct centry *e;
+	bool requeue;
+
+	if (!c || !buf || !(e = find_reserved(c, buf)))
+		return -EINVAL;
+	b = e->block;
+	e->reserved = false;
+	requeue = cpages_clear_slot(b, e->slot);
+	block_unhold(b);
+	pthread_mutex_unlock(&b->lock);
+	entry_finish(c, e, b, requeue);
+	return 0;
+}
+
+/* Under e's shard and block locks: hold e, or find it dead (false). */
+static int entry_hold(vrange_cache *c, struct centry *e)
+{
+	struct cblock *b = e->block;
+	int ret;
+
+	if (e->dead)
+		return 0;
+	ret = block_hold(c, b);
+	if (ret < 0)
+		return ret;
+	if (e->dead) { /* this hold found the block purged */
+		block_unhold(b);
+		return 0;
+	}
+	e->holds++;
+	return 1;
+}
+
+int vrange_cache_get(vrange_cache *c, const void *key, size_t klen,
+		     const void **val, size_t *vlen)
+{
+	struct centry **l, *e, *gone = NULL;
+	struct cblock *b = NULL;
+	struct cshard *s;
+	bool requeue = false;
+	uint64_t h;
+	int ret;
+
+	if (!c || bad_key(key, klen) || !val || !vlen)
+		return -EINVAL;
+	h = key_hash(key, klen);
+	s = shard_of(c, h);
+	pthread_mutex_lock(&s->lock);
+	l = shard_find(s, h, key, klen);
+	if (!l) {
+		s->misses++;
+		ret = -ENOENT;
+		goto out;
+	}
+	e = *l;
+	b = e->block;
+	pthread_mutex_lock(&b->lock);
+	ret = entry_hold(c, e);
+	if (ret == 0) { /* purged: the entry goes, the get misses */
+		*l = e->hnext;
+		e->linked = false;
+		s->n--;
+		gone = entry_detach(e, &requeue);
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (ret == 0) {
+		lru_del(c, e);
+		s->misses++;
+		ret = -ENOENT;
+	} else if (ret > 0) {
+		s->hits++;
+		lru_touch(c, e, true);
+		*val = cblock_ptr(b, e->slot);
+		*vlen = e->vlen;
+		ret = 0;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	entry_finish(c, gone, b, requeue);
+	return ret;
+}
+
+int vrange_cache_release(vrange_cache *c, const void *val)
+{
+	struct centry *e, *gone = NULL;
+	struct cblock *b;
+	bool requeue = false;
+	uint32_t slot;
+
+	if (!c || !val || !(b = cpages_find_locked(&c->pages, val, &slot)))
+		return -EINVAL;
+	e = b->slot[slot];
+	if (!e || e->reserved || e->holds == 0) {
+		pthread_mutex_unlock(&b->lock);
+		return -EINVAL;
+	}
+	e->holds--;
+	block_unhold(b);
+	if (e->holds == 0 && e->detached)
+		gone = entry_detach(e, &requeue);
+	pthread_mutex_unlock(&b->lock);
+	entry_finish(c, gone, b, requeue);
+	enforce_cap(c);
+	return 0;
+}
+
+int vrange_cache_remove(vrange_cache *c, const void *key, size_t klen)
+{
+	struct centry **l, *e, *gone;
+	struct cblock *b;
+	struct cshard *s;
+	bool requeue = false, dead;
+	uint64_t h;
+
+	if (!c || bad_key(key, klen))
+		return -EINVAL;
+	h = key_hash(key, klen);
+	s = shard_of(c, h);
+	pthread_mutex_lock(&s->lock);
+	l = shard_find(s, h, key, klen);
+	if (!l) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOENT;
+	}
+	e = *l;
+	*l = e->hnext;
+	e->linked = false;
+	s->n--;
+	lru_del(c, e);
+	b = e->block;
+	pthread_mutex_lock(&b->lock);
+	dead = e->dead;
+	if (!dead)
+		uncount(c, e);
+	gone = entry_detach(e, &requeue);
+	pthread_mutex_unlock(&b->lock);
+	pthread_mutex_unlock(&s->lock);
+	entry_finish(c, gone, b, requeue);
+	return dead ? -ENOENT : 0;
+}
+
+int vrange_cache_get_stats(vrange_cache *c, struct vrange_cache_stats *out)
+{
+	struct vrange_cache_stats st = { 0 };
+
+	if (!c || !out || out->struct_size < FIRST_STATS_SIZE)
+		return -EINVAL;
+	for (int i = 0; i < SHARDS; i++) {
+		pthread_mutex_lock(&c->shard[i].lock);
+		st.hits += c->shard[i].hits;
+		st.misses += c->shard[i].misses;
+		pthread_mutex_unlock(&c->shard[i].lock);
+	}
+	st.struct_size = out->struct_size;
+	st.entries = atomic_load(&c->entries);
+	st.value_bytes = atomic_load(&c->value_bytes);
+	st.resident_bytes = sizeof(*c) + atomic_load(&c->meta_bytes) +
+			    atomic_load(&c->pages.bytes);
+	st.purged_entries = atomic_load(&c->purged_entries);
+	st.evictions = atomic_load(&c->evictions);
+	memcpy(out, &st, sizeof(st));
+	return 0;
+}
