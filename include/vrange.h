@@ -379,7 +379,9 @@ int vrange_cache_destroy(vrange_cache *c);
  * bytes, replacing any entry of that key.  The new entry starts released
  * (volatile).  A held copy of a replaced value stays valid until released.
  * With max_bytes set, least recently used released entries are evicted
- * until the stored value bytes fit (the new entry is the most recent).
+ * until the stored value bytes (held ones included) fit; the new entry is
+ * never evicted by its own put, so when every other entry is held the
+ * cache stays over the cap until a later put or release can evict.
  * @return 0; -EINVAL NULL cache, key or val, klen 0 or > 4096, vlen 0;
  *         -E2BIG vlen > max_bytes; -ENOMEM (no memory, or no region could be
  *         created); -EIO the pages' state could not be read.

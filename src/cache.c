@@ -299,8 +299,9 @@ int vrange_cache_destroy(vrange_cache *c)
 	return 0;
 }
 
-/* Evict released entries, least recently used first, while over the cap. */
-static void enforce_cap(vrange_cache *c)
+/* Evict released entries, least recently used first, while over the cap;
+ * never keep (the entry a put just stored: a put does not drop its own value). */
+static void enforce_cap(vrange_cache *c, const struct centry *keep)
 {
 	struct centry *gone = NULL, *e;
 
@@ -317,7 +318,7 @@ static void enforce_cap(vrange_cache *c)
 			struct cblock *b = e->block;
 
 			pthread_mutex_lock(&b->lock);
-			if (e->holds == 0) {
+			if (e->holds == 0 && e != keep) {
 				*shard_link_of(s, e) = e->hnext;
 				s->n--;
 				e->linked = false;
@@ -430,7 +431,7 @@ static void entry_commit(vrange_cache *c, struct centry *e)
 	block_unhold(b);
 	pthread_mutex_unlock(&b->lock);
 	entry_finish(c, gone, ob, requeue);
-	enforce_cap(c);
+	enforce_cap(c, e);
 }
 
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
@@ -602,7 +603,7 @@ int vrange_cache_release(vrange_cache *c, const void *val)
 		gone = entry_detach(e, &requeue);
 	pthread_mutex_unlock(&b->lock);
 	entry_finish(c, gone, b, requeue);
-	enforce_cap(c);
+	enforce_cap(c, NULL);
 	return 0;
 }
 
