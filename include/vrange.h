@@ -354,8 +354,19 @@ struct vrange_cache_opts {
 	size_t max_bytes;    /**< cap on value bytes stored; 0 = none; over it the
 	                          least recently used released entries are evicted */
 	int priority;        /**< purge priority of its memory, as regions (default 0) */
-	unsigned flags;      /**< 0 */
+	unsigned flags;      /**< 0 or VRANGE_CACHE_EAGER */
 };
+
+/**
+ * Cache flag: make a value's pages volatile at its last release, always.
+ * By default up to 8 MiB of released values (and 4 MiB of freed pages) per
+ * cache stay non-volatile for a while, so that a value used again soon is
+ * held and released with one atomic operation each; every purge in the
+ * process (vrange_purge(), the monitor, the budget) and vrange_get_stats()
+ * first makes them volatile, so only another process's purge (vrangectl)
+ * can find them not yet volatile.
+ */
+#define VRANGE_CACHE_EAGER (1u << 0)
 
 /**
  * Create an empty cache.  No memory is mapped until the first value.

@@ -6,13 +6,13 @@
  * a chained hash table under its own mutex, so lookups of different keys
  * rarely meet on a lock.  Values live in blocks (cache_pages.c).
  *
- * The hold protocol, per block and under its lock: the first hold marks
- * the block's pages non-volatile, and if that reports VRANGE_PURGED every
- * value on the block is dropped (marked dead, uncounted) before anyone can
- * read it; the last release marks the pages volatile again.  Because the
- * mark protocol of regions guarantees that a page found INTACT is never
- * discarded afterwards, a value whose block is held is complete, and a get
- * that checks "not dead" after taking its hold never returns lost bytes.
+ * A get takes a hold on the value's block (cache_hold.c), then checks that
+ * the entry was not found dead by that or an earlier hold: a held block's
+ * pages are non-volatile and were reported INTACT since the value was
+ * written, or the value is dead.  So a hit never returns lost bytes.
+ * Entry holds are an atomic word too, so a release is two CASes and a
+ * lookup of the page, with no lock unless it is the last of a removed
+ * value or the block must change state.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +25,9 @@
 #define KEY_MAX 4096
 #define FIRST_OPTS_SIZE (offsetof(struct vrange_cache_opts, flags) + sizeof(unsigned))
 #define FIRST_STATS_SIZE (offsetof(struct vrange_cache_stats, evictions) + sizeof(uint64_t))
+/* Released values kept non-volatile for cheap reuse, and freed pages. */
+#define DEFER_BYTES (8u << 20)
+#define POOL_BYTES (4u << 20)
 
 struct cshard {
 	pthread_mutex_t lock;
@@ -32,6 +35,9 @@ struct cshard {
 	size_t nbuckets;   /* a power of two, or 0 before the first entry */
 	size_t n;
 	uint64_t hits, misses;
+	/* Linked entries (dead ones included until found), their value and
+	 * bookkeeping bytes: written under the lock, read by stats without. */
+	_Atomic uint64_t entries, bytes, meta;
 } __attribute__((aligned(64)));
 
 struct vrange_cache {
@@ -40,11 +46,35 @@ struct vrange_cache {
 	size_t max_bytes;
 	pthread_mutex_t lru_lock;          /* capped caches only */
 	struct centry *lru_head, *lru_tail; /* head: most recently used */
-	_Atomic uint64_t entries, value_bytes, purged_entries, evictions;
-	_Atomic uint64_t meta_bytes;       /* entries and bucket arrays */
+	_Atomic uint64_t purged_entries, evictions;
+	_Atomic uint64_t dead_entries, dead_bytes; /* found purged, still linked */
+	_Atomic uint64_t live_bytes;       /* capped caches: value bytes stored */
+	struct cring ring;
+	vrange_cache *all_next, *all_prev; /* every cache, for purges */
 };
 
 static _Atomic uint64_t cache_regions;
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static vrange_cache *all_caches;
+
+struct cring *cache_ring(vrange_cache *c)
+{
+	return &c->ring;
+}
+
+void cache_flush_all(void)
+{
+	/* Cheap when no cache exists: purges and stats call this. */
+	if (!atomic_load_explicit((_Atomic(vrange_cache *) *)&all_caches,
+				  memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&all_lock);
+	for (vrange_cache *c = all_caches; c; c = c->all_next) {
+		cring_flush(c);
+		cpages_flush_pool(&c->pages);
+	}
+	pthread_mutex_unlock(&all_lock);
+}
 
 uint64_t cache_region_count(void)
 {
@@ -54,6 +84,13 @@ uint64_t cache_region_count(void)
 void cache_region_note(int delta)
 {
 	atomic_fetch_add(&cache_regions, (uint64_t)(int64_t)delta);
+}
+
+/* Add to a counter only its lock's holder writes (no atomic RMW). */
+static void relaxed_add(_Atomic uint64_t *v, int64_t d)
+{
+	atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) +
+			      (uint64_t)d, memory_order_relaxed);
 }
 
 static uint64_t key_hash(const unsigned char *k, size_t n)
@@ -129,7 +166,7 @@ static void shard_grow(vrange_cache *c, struct cshard *s)
 		}
 	}
 	free(s->buckets);
-	atomic_fetch_add(&c->meta_bytes, (n - s->nbuckets) * sizeof(*nb));
+	relaxed_add(&s->meta, (int64_t)((n - s->nbuckets) * sizeof(*nb)));
 	s->buckets = nb;
 	s->nbuckets = n;
 }
@@ -180,63 +217,61 @@ static void lru_touch(vrange_cache *c, struct centry *e, bool listed)
 	pthread_mutex_unlock(&c->lru_lock);
 }
 
-static void uncount(vrange_cache *c, struct centry *e)
+/* (shard lock) e joins its shard. */
+static void count_link(vrange_cache *c, struct cshard *s, struct centry *e)
 {
-	atomic_fetch_sub(&c->entries, 1);
-	atomic_fetch_sub(&c->value_bytes, e->vlen);
+	relaxed_add(&s->entries, 1);
+	relaxed_add(&s->bytes, (int64_t)e->vlen);
+	relaxed_add(&s->meta, (int64_t)(sizeof(*e) + e->klen));
+	if (c->max_bytes)
+		atomic_fetch_add(&c->live_bytes, e->vlen);
+}
+
+/* (shard lock, and e's block lock under which dead was read) e leaves. */
+static void count_unlink(vrange_cache *c, struct cshard *s, struct centry *e,
+			 bool dead)
+{
+	relaxed_add(&s->entries, -1);
+	relaxed_add(&s->bytes, -(int64_t)e->vlen);
+	relaxed_add(&s->meta, -(int64_t)(sizeof(*e) + e->klen));
+	if (dead) {
+		atomic_fetch_sub(&c->dead_entries, 1);
+		atomic_fetch_sub(&c->dead_bytes, e->vlen);
+	} else if (c->max_bytes) {
+		atomic_fetch_sub(&c->live_bytes, e->vlen);
+	}
 }
 
 static void entry_free(vrange_cache *c, struct centry *e)
 {
-	atomic_fetch_sub(&c->meta_bytes, sizeof(*e) + e->klen);
+	(void)c;
 	free(e);
 }
 
-/* Every value on b was damaged: drop them all (block lock, no holders). */
-static void block_kill(vrange_cache *c, struct cblock *b)
+void cache_block_purged(vrange_cache *c, struct cblock *b)
 {
+	/* No value on b is held (its pages were volatile): drop them all. */
 	for (uint32_t i = 0; i < b->nslots; i++) {
-		struct centry *e = b->slot[i];
+		struct centry *e = atomic_load(&b->slot[i]);
 
-		if (e && !e->dead && !e->reserved && !e->detached) {
-			e->dead = true;
-			uncount(c, e);
+		if (e && !e->reserved && !(atomic_load(&e->hs) & EN_DETACHED) &&
+		    !atomic_load(&e->dead)) {
+			atomic_store_explicit(&e->dead, true, memory_order_release);
+			atomic_fetch_add(&c->dead_entries, 1);
+			atomic_fetch_add(&c->dead_bytes, e->vlen);
+			if (c->max_bytes)
+				atomic_fetch_sub(&c->live_bytes, e->vlen);
 			atomic_fetch_add(&c->purged_entries, 1);
 		}
 	}
 }
 
-/* Take a hold on b (block lock): the first makes its pages non-volatile. */
-static int block_hold(vrange_cache *c, struct cblock *b)
-{
-	if (b->holds == 0) {
-		int r = vrange_mark_nonvolatile(b->chunk->r, cblock_off(b),
-						(size_t)b->npages << vr_page_shift);
-
-		if (r < 0)
-			return r;
-		if (r == VRANGE_PURGED)
-			block_kill(c, b);
-	}
-	b->holds++;
-	return 0;
-}
-
-/* Drop a hold (block lock): the last makes the pages volatile again.  A
- * failed mark leaves them non-volatile: never purged, never damaged. */
-static void block_unhold(struct cblock *b)
-{
-	if (--b->holds == 0)
-		(void)vrange_mark_volatile(b->chunk->r, cblock_off(b),
-					   (size_t)b->npages << vr_page_shift);
-}
-
 /* e leaves the cache for good (block lock): its slot is emptied now if it
- * is not held.  Returns e if the caller must free it (after unlocking). */
+ * is not held, else by its last release.  Returns e if the caller must
+ * free it (after unlocking). */
 static struct centry *entry_detach(struct centry *e, bool *requeue)
 {
-	e->detached = true;
-	if (e->holds > 0)
+	if (atomic_fetch_or(&e->hs, EN_DETACHED) >= EN_HOLD)
 		return NULL;
 	*requeue = cpages_clear_slot(e->block, e->slot);
 	return e;
@@ -257,7 +292,10 @@ int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out
 {
 	vrange_cache *c;
 
-	if (!out || (opts && (opts->struct_size < FIRST_OPTS_SIZE || opts->flags)))
+	bool eager = opts && (opts->flags & VRANGE_CACHE_EAGER);
+
+	if (!out || (opts && (opts->struct_size < FIRST_OPTS_SIZE ||
+			      (opts->flags & ~VRANGE_CACHE_EAGER))))
 		return -EINVAL;
 	vr_init();
 	c = aligned_alloc(64, sizeof(*c));
@@ -267,8 +305,19 @@ int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out
 	for (int i = 0; i < SHARDS; i++)
 		pthread_mutex_init(&c->shard[i].lock, NULL);
 	pthread_mutex_init(&c->lru_lock, NULL);
-	cpages_init(&c->pages, opts ? opts->name : NULL, opts ? opts->priority : 0);
+	if (cring_init(&c->ring, eager ? 0 : DEFER_BYTES) < 0) {
+		free(c);
+		return -ENOMEM;
+	}
+	cpages_init(&c->pages, opts ? opts->name : NULL, opts ? opts->priority : 0,
+		    eager ? 0 : POOL_BYTES);
 	c->max_bytes = opts ? opts->max_bytes : 0;
+	pthread_mutex_lock(&all_lock);
+	c->all_next = all_caches;
+	if (all_caches)
+		all_caches->all_prev = c;
+	all_caches = c;
+	pthread_mutex_unlock(&all_lock);
 	*out = c;
 	return 0;
 }
@@ -279,6 +328,14 @@ int vrange_cache_destroy(vrange_cache *c)
 		return 0;
 	if (cpages_busy(&c->pages))
 		return -EBUSY;
+	pthread_mutex_lock(&all_lock);
+	if (c->all_prev)
+		c->all_prev->all_next = c->all_next;
+	else
+		all_caches = c->all_next;
+	if (c->all_next)
+		c->all_next->all_prev = c->all_prev;
+	pthread_mutex_unlock(&all_lock);
 	for (int i = 0; i < SHARDS; i++) {
 		struct cshard *s = &c->shard[i];
 
@@ -294,6 +351,7 @@ int vrange_cache_destroy(vrange_cache *c)
 		pthread_mutex_destroy(&s->lock);
 	}
 	cpages_fini(&c->pages);
+	cring_fini(&c->ring);
 	pthread_mutex_destroy(&c->lru_lock);
 	free(c);
 	return 0;
@@ -305,10 +363,10 @@ static void enforce_cap(vrange_cache *c, const struct centry *keep)
 {
 	struct centry *gone = NULL, *e;
 
-	if (!c->max_bytes || atomic_load(&c->value_bytes) <= c->max_bytes)
+	if (!c->max_bytes || atomic_load(&c->live_bytes) <= c->max_bytes)
 		return;
 	pthread_mutex_lock(&c->lru_lock);
-	for (e = c->lru_tail; e && atomic_load(&c->value_bytes) > c->max_bytes;) {
+	for (e = c->lru_tail; e && atomic_load(&c->live_bytes) > c->max_bytes;) {
 		struct centry *prev = e->lru_prev;
 		struct cshard *s = shard_of(c, e->hash);
 		bool requeue = false, dead;
@@ -318,16 +376,14 @@ static void enforce_cap(vrange_cache *c, const struct centry *keep)
 			struct cblock *b = e->block;
 
 			pthread_mutex_lock(&b->lock);
-			if (e->holds == 0 && e != keep) {
+			if (atomic_load(&e->hs) == 0 && e != keep) {
 				*shard_link_of(s, e) = e->hnext;
 				s->n--;
-				e->linked = false;
-				dead = e->dead;
+				dead = atomic_load(&e->dead);
 				entry_detach(e, &requeue);
-				if (!dead) {
-					uncount(c, e);
+				count_unlink(c, s, e, dead);
+				if (!dead)
 					atomic_fetch_add(&c->evictions, 1);
-				}
 				if (prev)
 					prev->lru_next = e->lru_next;
 				else
@@ -377,13 +433,12 @@ static int entry_reserve(vrange_cache *c, const void *key, size_t klen,
 		free(e);
 		return ret;
 	}
-	atomic_fetch_add(&c->meta_bytes, sizeof(*e) + klen);
-	pthread_mutex_lock(&b->lock);
 	e->block = b;
-	ret = block_hold(c, b);
-	requeue = ret < 0 && cpages_clear_slot(b, e->slot);
-	pthread_mutex_unlock(&b->lock);
+	ret = chold_take(c, b);
 	if (ret < 0) {
+		pthread_mutex_lock(&b->lock);
+		requeue = cpages_clear_slot(b, e->slot);
+		pthread_mutex_unlock(&b->lock);
 		entry_finish(c, e, b, requeue);
 		return ret;
 	}
@@ -406,30 +461,24 @@ static void entry_commit(vrange_cache *c, struct centry *e)
 	if (l) {
 		old = *l;
 		*l = old->hnext;
-		old->linked = false;
 		s->n--;
 		lru_del(c, old);
 	}
 	l = &s->buckets[e->hash & (s->nbuckets - 1)];
 	e->hnext = *l;
 	*l = e;
-	e->linked = true;
 	s->n++;
-	atomic_fetch_add(&c->entries, 1);
-	atomic_fetch_add(&c->value_bytes, e->vlen);
+	count_link(c, s, e);
 	lru_touch(c, e, false);
 	if (old) {
 		ob = old->block;
 		pthread_mutex_lock(&ob->lock);
-		if (!old->dead)
-			uncount(c, old);
+		count_unlink(c, s, old, atomic_load(&old->dead));
 		gone = entry_detach(old, &requeue);
 		pthread_mutex_unlock(&ob->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_lock(&b->lock);
-	block_unhold(b);
-	pthread_mutex_unlock(&b->lock);
+	chold_drop(c, b); /* the reservation's hold */
 	entry_finish(c, gone, ob, requeue);
 	enforce_cap(c, e);
 }
@@ -478,7 +527,7 @@ static struct centry *find_reserved(vrange_cache *c, const void *buf)
 	b = cpages_find_locked(&c->pages, buf, &slot);
 	if (!b)
 		return NULL;
-	e = b->slot[slot];
+	e = atomic_load(&b->slot[slot]);
 	if (!e || !e->reserved) {
 		pthread_mutex_unlock(&b->lock);
 		return NULL;
@@ -509,28 +558,28 @@ int vrange_cache_abort(vrange_cache *c, void *buf)
 	b = e->block;
 	e->reserved = false;
 	requeue = cpages_clear_slot(b, e->slot);
-	block_unhold(b);
 	pthread_mutex_unlock(&b->lock);
+	chold_drop(c, b);
 	entry_finish(c, e, b, requeue);
 	return 0;
 }
 
-/* Under e's shard and block locks: hold e, or find it dead (false). */
+/* Under e's shard lock: hold e (1), or find it dead (0), or -errno. */
 static int entry_hold(vrange_cache *c, struct centry *e)
 {
-	struct cblock *b = e->block;
 	int ret;
 
-	if (e->dead)
+	if (atomic_load_explicit(&e->dead, memory_order_acquire))
 		return 0;
-	ret = block_hold(c, b);
+	ret = chold_take(c, e->block);
 	if (ret < 0)
 		return ret;
-	if (e->dead) { /* this hold found the block purged */
-		block_unhold(b);
+	/* After the hold: a hold that found the block purged killed e. */
+	if (atomic_load_explicit(&e->dead, memory_order_acquire)) {
+		chold_drop(c, e->block);
 		return 0;
 	}
-	e->holds++;
+	atomic_fetch_add_explicit(&e->hs, EN_HOLD, memory_order_relaxed);
 	return 1;
 }
 
@@ -557,25 +606,23 @@ int vrange_cache_get(vrange_cache *c, const void *key, size_t klen,
 	}
 	e = *l;
 	b = e->block;
-	pthread_mutex_lock(&b->lock);
 	ret = entry_hold(c, e);
-	if (ret == 0) { /* purged: the entry goes, the get misses */
-		*l = e->hnext;
-		e->linked = false;
-		s->n--;
-		gone = entry_detach(e, &requeue);
-	}
-	pthread_mutex_unlock(&b->lock);
-	if (ret == 0) {
-		lru_del(c, e);
-		s->misses++;
-		ret = -ENOENT;
-	} else if (ret > 0) {
+	if (ret > 0) {
 		s->hits++;
 		lru_touch(c, e, true);
 		*val = cblock_ptr(b, e->slot);
 		*vlen = e->vlen;
 		ret = 0;
+	} else if (ret == 0) { /* purged: the entry goes, the get misses */
+		*l = e->hnext;
+		s->n--;
+		lru_del(c, e);
+		pthread_mutex_lock(&b->lock);
+		count_unlink(c, s, e, true);
+		gone = entry_detach(e, &requeue);
+		pthread_mutex_unlock(&b->lock);
+		s->misses++;
+		ret = -ENOENT;
 	}
 out:
 	pthread_mutex_unlock(&s->lock);
@@ -588,20 +635,26 @@ int vrange_cache_release(vrange_cache *c, const void *val)
 	struct centry *e, *gone = NULL;
 	struct cblock *b;
 	bool requeue = false;
-	uint32_t slot;
+	uint32_t slot, hs;
 
-	if (!c || !val || !(b = cpages_find_locked(&c->pages, val, &slot)))
+	if (!c || !val || !(b = cpages_find(&c->pages, val, &slot)))
 		return -EINVAL;
-	e = b->slot[slot];
-	if (!e || e->reserved || e->holds == 0) {
+	e = atomic_load_explicit(&b->slot[slot], memory_order_acquire);
+	if (!e)
+		return -EINVAL;
+	hs = atomic_load_explicit(&e->hs, memory_order_relaxed);
+	do {
+		if (hs < EN_HOLD) /* one release more than gets, or a reservation */
+			return -EINVAL;
+	} while (!atomic_compare_exchange_weak_explicit(&e->hs, &hs, hs - EN_HOLD,
+			memory_order_release, memory_order_relaxed));
+	chold_drop(c, b);
+	if (hs - EN_HOLD == EN_DETACHED) { /* the last hold of a removed value */
+		pthread_mutex_lock(&b->lock);
+		requeue = cpages_clear_slot(b, e->slot);
 		pthread_mutex_unlock(&b->lock);
-		return -EINVAL;
+		gone = e;
 	}
-	e->holds--;
-	block_unhold(b);
-	if (e->holds == 0 && e->detached)
-		gone = entry_detach(e, &requeue);
-	pthread_mutex_unlock(&b->lock);
 	entry_finish(c, gone, b, requeue);
 	enforce_cap(c, NULL);
 	return 0;
@@ -627,14 +680,12 @@ int vrange_cache_remove(vrange_cache *c, const void *key, size_t klen)
 	}
 	e = *l;
 	*l = e->hnext;
-	e->linked = false;
 	s->n--;
 	lru_del(c, e);
 	b = e->block;
 	pthread_mutex_lock(&b->lock);
-	dead = e->dead;
-	if (!dead)
-		uncount(c, e);
+	dead = atomic_load(&e->dead);
+	count_unlink(c, s, e, dead);
 	gone = entry_detach(e, &requeue);
 	pthread_mutex_unlock(&b->lock);
 	pthread_mutex_unlock(&s->lock);
@@ -648,17 +699,21 @@ int vrange_cache_get_stats(vrange_cache *c, struct vrange_cache_stats *out)
 
 	if (!c || !out || out->struct_size < FIRST_STATS_SIZE)
 		return -EINVAL;
+	st.resident_bytes = sizeof(*c) + atomic_load(&c->pages.bytes);
 	for (int i = 0; i < SHARDS; i++) {
-		pthread_mutex_lock(&c->shard[i].lock);
-		st.hits += c->shard[i].hits;
-		st.misses += c->shard[i].misses;
-		pthread_mutex_unlock(&c->shard[i].lock);
+		struct cshard *s = &c->shard[i];
+
+		pthread_mutex_lock(&s->lock);
+		st.hits += s->hits;
+		st.misses += s->misses;
+		st.entries += atomic_load_explicit(&s->entries, memory_order_relaxed);
+		st.value_bytes += atomic_load_explicit(&s->bytes, memory_order_relaxed);
+		st.resident_bytes += atomic_load_explicit(&s->meta, memory_order_relaxed);
+		pthread_mutex_unlock(&s->lock);
 	}
 	st.struct_size = out->struct_size;
-	st.entries = atomic_load(&c->entries);
-	st.value_bytes = atomic_load(&c->value_bytes);
-	st.resident_bytes = sizeof(*c) + atomic_load(&c->meta_bytes) +
-			    atomic_load(&c->pages.bytes);
+	st.entries -= atomic_load(&c->dead_entries);
+	st.value_bytes -= atomic_load(&c->dead_bytes);
 	st.purged_entries = atomic_load(&c->purged_entries);
 	st.evictions = atomic_load(&c->evictions);
 	memcpy(out, &st, sizeof(st));

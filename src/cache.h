@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cache.h - the purgeable cache's internal structures (cache.c: entries,
- * shards, holds, LRU; cache_pages.c: the pages values live on).
+ * shards, LRU, the API; cache_hold.c: the hold protocol of blocks and the
+ * deferral ring; cache_pages.c: the pages values live on).
  *
  * Lock order: a shard lock, then the LRU lock or a block lock (never
- * both); the allocator lock, then a block lock.  Eviction holds the LRU
- * lock and takes shard locks only with trylock (skipping a busy shard), so
- * the two orders cannot deadlock.  A shard lock and the allocator lock are
- * never held together, and no lock is held while the caller's code runs.  Every state of an entry that a hold depends on (its holds,
- * dead, detached, reserved) changes only under its block's lock, so the
- * hold protocol and the discovery of a purged page are atomic with
- * respect to each other.
+ * both); the allocator lock, then a block lock; the ring lock alone.
+ * Eviction holds the LRU lock and takes shard locks only with trylock
+ * (skipping a busy shard), so the two orders cannot deadlock.  A shard
+ * lock and the allocator lock are never held together, and no lock is
+ * held while the caller's code runs.
+ *
+ * Holds are counted without locks: the block word (BS_*) is changed by
+ * CAS while its pages are non-volatile (BS_HOT); the transitions between
+ * volatile and non-volatile pages, and the discovery of purged pages, take
+ * the block lock, so a hold that sees BS_HOT also sees every value the
+ * transition found dead.
  */
 #ifndef VRANGE_CACHE_H
 #define VRANGE_CACHE_H
@@ -32,35 +37,50 @@ struct centry {
 	struct centry *lru_prev, *lru_next; /* capped caches (LRU lock) */
 	struct cblock *block;             /* where the value lives */
 	uint32_t slot;
-	uint32_t holds;                   /* gets not yet released (block lock) */
-	bool reserved;                    /* filled in place, not yet committed */
-	bool detached;                    /* out of the shard: freed at 0 holds */
-	bool dead;                        /* found purged, already uncounted */
-	bool linked;                      /* in its shard (shard lock) */
+	_Atomic uint32_t hs;              /* holds << 1 | EN_DETACHED */
+	_Atomic bool dead;                /* found purged, already uncounted */
+	bool reserved;                    /* filled in place (block lock) */
 	size_t vlen;
 	uint64_t hash;
 	uint32_t klen;
 	unsigned char key[];
 };
 
+/* Entry word: out of its shard, freed by whoever drops the last hold. */
+#define EN_DETACHED 1u
+#define EN_HOLD 2u
+
+/* Block word: pages non-volatile (a hold needs no mark call), pushed on
+ * the deferral ring, and the count of holds above them. */
+#define BS_HOT 1u
+#define BS_RING 2u
+#define BS_HOLD 4u
+
 /*
  * One slab page (values of one size class), or the pages of one large
- * value.  Its pages are non-volatile exactly while holds > 0.
+ * value.  Its pages are non-volatile whenever it is held (and, deferred,
+ * for a while after).
  */
 struct cblock {
-	pthread_mutex_t lock;   /* holds, slot[], the states of its entries */
+	pthread_mutex_t lock;   /* slot[] changes, HOT <-> cold, entry kills */
+	_Atomic uint32_t state; /* BS_* and holds (holds + reservations) */
 	struct cchunk *chunk;   /* set under the allocator lock */
 	uint32_t first;         /* first page in the chunk */
 	uint32_t npages;
-	uint32_t slot_size;     /* bytes per slot */
+	uint32_t slot_size;     /* bytes per slot; 0: one large value */
 	uint32_t nslots;
 	uint32_t used;          /* slots with an entry (block lock) */
 	int cls;                /* slab class, or -1: one large value */
-	uint32_t holds;         /* held values + reservations (block lock) */
+	uint32_t gen;           /* bumped at each reuse of the meta */
 	bool listed;            /* on its class's partial list (allocator lock) */
 	struct cblock *next, *prev; /* partial list, or spare list */
-	struct centry *slot[];
+	struct centry *_Atomic slot[];
 };
+
+static inline uint32_t bs_holds(uint32_t s)
+{
+	return s / BS_HOLD;
+}
 
 /* A region carved into pages for blocks. */
 struct cchunk {
@@ -69,6 +89,8 @@ struct cchunk {
 	uint32_t npages;
 	uint32_t free_pages;
 	uint64_t *used;                     /* page bitmap */
+	uint64_t *vol;                      /* free page marked volatile */
+	uint64_t *pool;                     /* free page non-volatile, resident */
 	struct cblock *_Atomic *page_block; /* block starting at each page */
 };
 
@@ -93,9 +115,11 @@ struct cpages {
 	struct cblock *partial[CPAGES_MAX_CLASSES];
 	struct cblock *spare[CPAGES_MAX_CLASSES + 1]; /* recycled metas */
 	_Atomic uint64_t bytes;         /* block pages + bookkeeping */
+	uint64_t pool_pages, pool_max;  /* freed pages kept non-volatile */
 };
 
-int cpages_init(struct cpages *p, const char *name, int prio) VR_HIDDEN;
+int cpages_init(struct cpages *p, const char *name, int prio,
+		size_t pool_bytes) VR_HIDDEN;
 void cpages_fini(struct cpages *p) VR_HIDDEN;
 /* True when any block is held or reserved. */
 bool cpages_busy(struct cpages *p) VR_HIDDEN;
@@ -109,10 +133,41 @@ int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
 bool cpages_clear_slot(struct cblock *b, uint32_t slot) VR_HIDDEN;
 /* Fix b's list membership or give its pages back (allocator lock). */
 void cpages_requeue(struct cpages *p, struct cblock *b) VR_HIDDEN;
-/* The block and slot a value pointer starts, with b->lock taken; NULL if
- * ptr starts no slot of this cache's blocks. */
+/* The block and slot a value pointer starts, or NULL if ptr starts no
+ * slot of this cache's blocks.  Exact for pointers the caller holds; the
+ * locked form re-checks under b->lock (taken) for any pointer. */
+struct cblock *cpages_find(struct cpages *p, const void *ptr,
+			   uint32_t *slot) VR_HIDDEN;
 struct cblock *cpages_find_locked(struct cpages *p, const void *ptr,
 				  uint32_t *slot) VR_HIDDEN;
+/* Make the pooled free pages volatile (a purge is coming). */
+void cpages_flush_pool(struct cpages *p) VR_HIDDEN;
+
+/* cache_hold.c: the hold protocol and the deferral ring. */
+struct cring {
+	pthread_mutex_t lock;
+	struct cring_slot { struct cblock *b; uint32_t npages, gen; } *q;
+	size_t cap, head, n;
+	uint64_t pages, max_pages;  /* 0: no deferral (VRANGE_CACHE_EAGER) */
+};
+int cring_init(struct cring *r, size_t bytes) VR_HIDDEN;
+void cring_fini(struct cring *r) VR_HIDDEN;
+/* Take a hold on b: the first over volatile pages marks them
+ * non-volatile and, if any was purged, drops every value on b
+ * (cache_block_purged).  0 or -errno.  No cache lock may be held but a
+ * shard lock. */
+int chold_take(vrange_cache *c, struct cblock *b) VR_HIDDEN;
+/* Drop a hold; the last one defers b's volatility (or, eager, marks). */
+void chold_drop(vrange_cache *c, struct cblock *b) VR_HIDDEN;
+/* Mark every deferred block volatile now. */
+void cring_flush(vrange_cache *c) VR_HIDDEN;
+
+/* cache.c, for cache_hold.c. */
+struct cring *cache_ring(vrange_cache *c) VR_HIDDEN;
+/* Under b->lock, b's pages found purged: drop its values. */
+void cache_block_purged(vrange_cache *c, struct cblock *b) VR_HIDDEN;
+/* Make every cache's deferred pages volatile: before a purge and stats. */
+void cache_flush_all(void) VR_HIDDEN;
 
 static inline void *cblock_ptr(const struct cblock *b, uint32_t slot)
 {

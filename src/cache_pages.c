@@ -11,9 +11,12 @@
  * volatile pages; metas are recycled, not freed, until the cache goes, so
  * a stale pointer handed to release always finds a valid lock to take.
  *
- * Fresh chunk pages are left non-volatile (they are not resident, nothing
- * to give back); a block freed with no holders has volatile pages, which
- * stay in the purge order until the pages are reused.
+ * Every free page is in one of three states: fresh (never used, not
+ * resident: nothing to give back, left non-volatile), volatile (in the
+ * purge order until reused), or pooled (freed while still non-volatile,
+ * kept so for the next value: up to pool_max pages, made volatile by
+ * cpages_flush_pool before any purge).  A one-page block prefers a fresh
+ * or pooled page, which needs no mark call to hold.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +34,15 @@ static uint32_t chunk_pages(void)
 	return n < 64 ? 64 : (uint32_t)n;
 }
 
-int cpages_init(struct cpages *p, const char *name, int prio)
+/* (allocator lock) Count bytes; stats read them without the lock. */
+static void bytes_add(struct cpages *p, int64_t delta)
+{
+	uint64_t v = atomic_load_explicit(&p->bytes, memory_order_relaxed);
+
+	atomic_store_explicit(&p->bytes, v + (uint64_t)delta, memory_order_relaxed);
+}
+
+int cpages_init(struct cpages *p, const char *name, int prio, size_t pool_bytes)
 {
 	size_t half = vr_page_size / 2;
 
@@ -39,6 +50,7 @@ int cpages_init(struct cpages *p, const char *name, int prio)
 	pthread_mutex_init(&p->lock, NULL);
 	snprintf(p->name, sizeof(p->name), "vrange-cache:%s", name ? name : "");
 	p->prio = prio;
+	p->pool_max = pool_bytes >> vr_page_shift;
 	while (p->nclasses < CPAGES_MAX_CLASSES &&
 	       ((size_t)16 << p->nclasses) <= half)
 		p->nclasses++;
@@ -75,6 +87,8 @@ void cpages_fini(struct cpages *p)
 		cache_region_note(-1);
 		vrange_region_destroy(ch->r);
 		free(ch->used);
+		free(ch->vol);
+		free(ch->pool);
 		free(ch->page_block);
 		free(ch);
 	}
@@ -101,11 +115,8 @@ bool cpages_busy(struct cpages *p)
 		for (uint32_t pg = 0; pg < ch->npages && !busy; pg++) {
 			struct cblock *b = atomic_load(&ch->page_block[pg]);
 
-			if (b) {
-				pthread_mutex_lock(&b->lock);
-				busy = b->holds > 0;
-				pthread_mutex_unlock(&b->lock);
-			}
+			if (b)
+				busy = bs_holds(atomic_load(&b->state)) > 0;
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -128,7 +139,7 @@ static int table_add(struct cpages *p, struct cchunk *ch)
 	t->c[j++] = ch;
 	for (; i < n; i++)
 		t->c[j++] = old->c[i];
-	atomic_fetch_add(&p->bytes, sizeof(*t) + t->n * sizeof(t->c[0]));
+	bytes_add(p, sizeof(*t) + t->n * sizeof(t->c[0]));
 	/* Readers may still scan old: it stays allocated until fini. */
 	atomic_store_explicit(&p->table, t, memory_order_release);
 	return 0;
@@ -152,8 +163,10 @@ static int chunk_new(struct cpages *p, uint32_t npages, struct cchunk **out)
 	if (!ch)
 		goto fail;
 	ch->used = calloc(words, sizeof(uint64_t));
+	ch->vol = calloc(words, sizeof(uint64_t));
+	ch->pool = calloc(words, sizeof(uint64_t));
 	ch->page_block = calloc(npages, sizeof(ch->page_block[0]));
-	if (!ch->used || !ch->page_block)
+	if (!ch->used || !ch->vol || !ch->pool || !ch->page_block)
 		goto fail;
 	ret = vrange_region_create(p->name, (size_t)npages << vr_page_shift,
 				   VRANGE_ACCESS_ZERO, &ch->r);
@@ -168,7 +181,7 @@ static int chunk_new(struct cpages *p, uint32_t npages, struct cchunk **out)
 		goto fail;
 	}
 	cache_region_note(1);
-	atomic_fetch_add(&p->bytes, sizeof(*ch) + words * 8 +
+	bytes_add(p, sizeof(*ch) + 3 * words * 8 +
 			 npages * sizeof(ch->page_block[0]));
 	p->chunks[p->nchunks++] = ch;
 	*out = ch;
@@ -176,6 +189,8 @@ static int chunk_new(struct cpages *p, uint32_t npages, struct cchunk **out)
 fail:
 	if (ch) {
 		free(ch->used);
+		free(ch->vol);
+		free(ch->pool);
 		free(ch->page_block);
 	}
 	free(ch);
@@ -204,6 +219,14 @@ static int64_t chunk_fit(const struct cchunk *ch, uint32_t n)
 
 	if (ch->free_pages < n)
 		return -1;
+	for (uint32_t w = 0; n == 1 && w < (ch->npages + 63) / 64; w++) {
+		uint32_t i;
+
+		if (ch->used[w] == UINT64_MAX)
+			continue;
+		i = w * 64 + (uint32_t)__builtin_ctzll(~ch->used[w]);
+		return i < ch->npages ? (int64_t)i : -1;
+	}
 	for (uint32_t i = 0; i < ch->npages; i++) {
 		if (run == 0 && (i % 64) == 0 && ch->used[i / 64] == UINT64_MAX) {
 			i += 63;
@@ -216,16 +239,45 @@ static int64_t chunk_fit(const struct cchunk *ch, uint32_t n)
 	return -1;
 }
 
-/* n pages somewhere, a new chunk if need be (allocator lock). */
-static int pages_take(struct cpages *p, uint32_t n, struct cchunk **out,
-		      uint32_t *first)
+/* A free page that needs no mark call (fresh or pooled) in ch, or -1. */
+static int64_t chunk_hot_page(const struct cchunk *ch)
 {
-	struct cchunk *ch;
+	for (uint32_t w = 0; w < (ch->npages + 63) / 64; w++) {
+		uint64_t m = ~(ch->used[w] | ch->vol[w]);
+		uint32_t i;
+
+		if (!m)
+			continue;
+		i = w * 64 + (uint32_t)__builtin_ctzll(m);
+		return i < ch->npages ? (int64_t)i : -1;
+	}
+	return -1;
+}
+
+/* Any of the pages [i, i + n) marked volatile (their hold must mark). */
+static bool any_bit(const uint64_t *w, uint32_t i, uint32_t n)
+{
+	for (uint32_t k = i; k < i + n; k++)
+		if (bit_get(w, k))
+			return true;
+	return false;
+}
+
+/* n pages somewhere, a new chunk if need be (allocator lock).  *hot: none
+ * of them is volatile. */
+static int pages_take(struct cpages *p, uint32_t n, struct cchunk **out,
+		      uint32_t *first, bool *hot)
+{
+	struct cchunk *ch = NULL;
 	uint32_t cp = chunk_pages();
 	int64_t at = -1;
 	int ret;
 
 	/* Newest chunks first: they are the likeliest to have room. */
+	for (size_t i = p->nchunks; n == 1 && i-- > 0 && at < 0;) {
+		ch = p->chunks[i];
+		at = ch->free_pages ? chunk_hot_page(ch) : -1;
+	}
 	for (size_t i = p->nchunks; i-- > 0 && at < 0;) {
 		ch = p->chunks[i];
 		at = chunk_fit(ch, n);
@@ -236,6 +288,11 @@ static int pages_take(struct cpages *p, uint32_t n, struct cchunk **out,
 			return ret;
 		at = 0;
 	}
+	*hot = !any_bit(ch->vol, (uint32_t)at, n);
+	for (uint32_t k = (uint32_t)at; k < (uint32_t)at + n; k++)
+		p->pool_pages -= bit_get(ch->pool, k);
+	bits_set(ch->pool, (uint32_t)at, n, false);
+	bits_set(ch->vol, (uint32_t)at, n, false);
 	bits_set(ch->used, (uint32_t)at, n, true);
 	ch->free_pages -= n;
 	*out = ch;
@@ -257,7 +314,7 @@ static struct cblock *meta_get(struct cpages *p, int cls, uint32_t nslots)
 		if (!b)
 			return NULL;
 		pthread_mutex_init(&b->lock, NULL);
-		atomic_fetch_add(&p->bytes, sz);
+		bytes_add(p, sz);
 	}
 	return b;
 }
@@ -270,11 +327,12 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	struct cblock *b = meta_get(p, cls, nslots);
 	struct cchunk *ch;
 	uint32_t first;
+	bool hot;
 	int ret;
 
 	if (!b)
 		return -ENOMEM;
-	ret = pages_take(p, npages, &ch, &first);
+	ret = pages_take(p, npages, &ch, &first, &hot);
 	if (ret < 0) {
 		unsigned int list = cls < 0 ? CPAGES_MAX_CLASSES : (unsigned int)cls;
 
@@ -290,13 +348,15 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->nslots = nslots;
 	b->used = 0;
 	b->cls = cls;
-	b->holds = 0;
+	b->gen++;
+	/* Pages never marked (or pooled) are held without a mark call. */
+	atomic_store(&b->state, hot ? BS_HOT : 0);
 	b->listed = false;
 	b->next = b->prev = NULL;
 	memset(b->slot, 0, nslots * sizeof(b->slot[0]));
 	pthread_mutex_unlock(&b->lock);
 	atomic_store_explicit(&ch->page_block[first], b, memory_order_release);
-	atomic_fetch_add(&p->bytes, (uint64_t)npages << vr_page_shift);
+	bytes_add(p, (uint64_t)npages << vr_page_shift);
 	*out = b;
 	return 0;
 }
@@ -363,7 +423,7 @@ int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
 		pthread_mutex_lock(&b->lock);
 		while (b->slot[i])
 			i++;
-		b->slot[i] = e;
+		atomic_store(&b->slot[i], e);
 		b->used++;
 		full = b->used == b->nslots;
 		pthread_mutex_unlock(&b->lock);
@@ -378,7 +438,7 @@ int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
 
 bool cpages_clear_slot(struct cblock *b, uint32_t slot)
 {
-	b->slot[slot] = NULL;
+	atomic_store(&b->slot[slot], NULL);
 	b->used--;
 	return b->used == 0 || (b->cls >= 0 && b->used == b->nslots - 1);
 }
@@ -394,8 +454,20 @@ static void block_free(struct cpages *p, struct cblock *b)
 	atomic_store(&ch->page_block[b->first], NULL);
 	bits_set(ch->used, b->first, b->npages, false);
 	ch->free_pages += b->npages;
-	atomic_fetch_sub(&p->bytes, (uint64_t)b->npages << vr_page_shift);
-	/* Its pages are volatile (no holder): they wait in the purge order. */
+	bytes_add(p, -((int64_t)b->npages << vr_page_shift));
+	if (!(atomic_load(&b->state) & BS_HOT)) {
+		/* Volatile already: they wait in the purge order. */
+		bits_set(ch->vol, b->first, b->npages, true);
+	} else if (p->pool_pages + b->npages <= p->pool_max) {
+		bits_set(ch->pool, b->first, b->npages, true);
+		p->pool_pages += b->npages;
+	} else {
+		/* A failed mark leaves them non-volatile: only never purged. */
+		if (vrange_mark_volatile(ch->r, cblock_off(b),
+					 (size_t)b->npages << vr_page_shift) == 0)
+			bits_set(ch->vol, b->first, b->npages, true);
+	}
+	atomic_store(&b->state, 0);
 	b->chunk = NULL;
 	b->next = p->spare[list];
 	p->spare[list] = b;
@@ -405,7 +477,7 @@ void cpages_requeue(struct cpages *p, struct cblock *b)
 {
 	pthread_mutex_lock(&p->lock);
 	pthread_mutex_lock(&b->lock);
-	if (b->chunk && b->used == 0 && b->holds == 0)
+	if (b->chunk && b->used == 0 && bs_holds(atomic_load(&b->state)) == 0)
 		block_free(p, b);
 	else if (b->chunk && b->cls >= 0 && !b->listed && b->used < b->nslots)
 		list_add(p, b);
@@ -434,30 +506,73 @@ static struct cchunk *chunk_of(struct cpages *p, const char *ptr)
 	       ch : NULL;
 }
 
-struct cblock *cpages_find_locked(struct cpages *p, const void *ptr,
-				  uint32_t *slot)
+/* Does ptr start slot *slot of b, at page pg of ch? */
+static bool block_starts(const struct cblock *b, const struct cchunk *ch,
+			 uint32_t pg, size_t off, uint32_t *slot)
+{
+	size_t in = off - cblock_off(b);
+
+	if (b->chunk != ch || b->first != pg)
+		return false;
+	if (!b->slot_size)
+		return in == 0 ? (*slot = 0, true) : false;
+	if (in % b->slot_size || in / b->slot_size >= b->nslots)
+		return false;
+	*slot = (uint32_t)(in / b->slot_size);
+	return true;
+}
+
+struct cblock *cpages_find(struct cpages *p, const void *ptr, uint32_t *slot)
 {
 	struct cchunk *ch = chunk_of(p, ptr);
-	size_t off, in;
-	uint32_t pg;
 	struct cblock *b;
+	size_t off;
+	uint32_t pg;
 
 	if (!ch)
 		return NULL;
 	off = (size_t)((const char *)ptr - ch->base);
 	pg = (uint32_t)(off >> vr_page_shift);
 	b = atomic_load_explicit(&ch->page_block[pg], memory_order_acquire);
+	return b && block_starts(b, ch, pg, off, slot) ? b : NULL;
+}
+
+struct cblock *cpages_find_locked(struct cpages *p, const void *ptr,
+				  uint32_t *slot)
+{
+	struct cblock *b = cpages_find(p, ptr, slot);
+
 	if (!b)
 		return NULL;
 	pthread_mutex_lock(&b->lock);
-	/* The meta may have been recycled since it was read: check it. */
-	in = off - cblock_off(b);
-	if (b->chunk != ch || b->first != pg ||
-	    (b->slot_size ? in % b->slot_size != 0 || in / b->slot_size >= b->nslots :
-			    in != 0)) {
+	/* The meta may have been recycled since it was read: check again. */
+	if (cpages_find(p, ptr, slot) != b) {
 		pthread_mutex_unlock(&b->lock);
 		return NULL;
 	}
-	*slot = b->slot_size ? (uint32_t)(in / b->slot_size) : 0;
 	return b;
+}
+
+void cpages_flush_pool(struct cpages *p)
+{
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->nchunks && p->pool_pages; i++) {
+		struct cchunk *ch = p->chunks[i];
+
+		for (uint32_t pg = 0; pg < ch->npages; pg++) {
+			uint32_t n = 0;
+
+			while (pg + n < ch->npages && bit_get(ch->pool, pg + n))
+				n++;
+			if (!n)
+				continue;
+			if (vrange_mark_volatile(ch->r, (size_t)pg << vr_page_shift,
+						 (size_t)n << vr_page_shift) == 0)
+				bits_set(ch->vol, pg, n, true);
+			bits_set(ch->pool, pg, n, false);
+			p->pool_pages -= n;
+			pg += n;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
 }

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "cache.h"
 #include "file_state.h"
 #include "purge.h"
 #include "region.h"
@@ -28,6 +29,8 @@ uint64_t purge_run(uint64_t bytes)
 	if (bytes == 0)
 		return 0;
 	vr_init_basic();
+	/* Caches defer making released values volatile: not past a purge. */
+	cache_flush_all();
 	pthread_mutex_lock(&purge_lock);
 	/*
 	 * A pass considers what was volatile when it began: anonymous pages

@@ -122,7 +122,7 @@ START_TEST(create_bad_input)
 	o.struct_size = 0;
 	ck_assert_int_eq(vrange_cache_create(&o, &c), -EINVAL);
 	o.struct_size = sizeof(o);
-	o.flags = 1;
+	o.flags = 2;
 	ck_assert_int_eq(vrange_cache_create(&o, &c), -EINVAL);
 	ck_assert_ptr_eq(c, (vrange_cache *)0x1234);
 	/* A later, longer layout is accepted. */
@@ -329,10 +329,13 @@ END_TEST
 /* Any byte lost is enough: one purged page of a multi-page value. */
 START_TEST(partly_purged_value_misses)
 {
-	vrange_cache *c = mk(0, 0);
+	struct vrange_cache_opts o = { sizeof(o), "eager", 0, 0, VRANGE_CACHE_EAGER };
+	vrange_cache *c = NULL;
 	unsigned char *b = pattern(16 * ps, 5);
 	vrange_region *r;
 
+	/* Eager: volatile at the put, so older than the region's page. */
+	ck_assert_int_eq(vrange_cache_create(&o, &c), 0);
 	put_s(c, "k", b, 16 * ps);
 	/* Something newer, and one page of the value: only the oldest pages
 	 * of the value go when a single page is asked for. */
