@@ -415,7 +415,7 @@ static int entry_reserve(vrange_cache *c, const void *key, size_t klen,
 {
 	struct centry *e;
 	struct cblock *b;
-	bool requeue;
+	bool requeue, held;
 	int ret;
 
 	if (c->max_bytes && vlen > c->max_bytes)
@@ -428,13 +428,13 @@ static int entry_reserve(vrange_cache *c, const void *key, size_t klen,
 	e->hash = key_hash(e->key, klen);
 	e->vlen = vlen;
 	e->reserved = true; /* before the slot is visible to block_kill */
-	ret = cpages_alloc(&c->pages, vlen, e, &b, &e->slot);
+	ret = cpages_alloc(&c->pages, vlen, e, &b, &e->slot, &held);
 	if (ret < 0) {
 		free(e);
 		return ret;
 	}
 	e->block = b;
-	ret = chold_take(c, b);
+	ret = held ? 0 : chold_take(c, b);
 	if (ret < 0) {
 		pthread_mutex_lock(&b->lock);
 		requeue = cpages_clear_slot(b, e->slot);
@@ -495,9 +495,8 @@ int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 	if (ret < 0)
 		return ret;
 	memcpy(cblock_ptr(e->block, e->slot), val, vlen);
-	pthread_mutex_lock(&e->block->lock);
-	e->reserved = false;
-	pthread_mutex_unlock(&e->block->lock);
+	/* No lock: nobody else knows e, and its held block cannot be killed. */
+	atomic_store_explicit(&e->reserved, false, memory_order_relaxed);
 	entry_commit(c, e);
 	return 0;
 }

@@ -39,7 +39,7 @@ struct centry {
 	uint32_t slot;
 	_Atomic uint32_t hs;              /* holds << 1 | EN_DETACHED */
 	_Atomic bool dead;                /* found purged, already uncounted */
-	bool reserved;                    /* filled in place (block lock) */
+	_Atomic bool reserved;            /* filled in place, not committed */
 	size_t vlen;
 	uint64_t hash;
 	uint32_t klen;
@@ -125,10 +125,11 @@ void cpages_fini(struct cpages *p) VR_HIDDEN;
 bool cpages_busy(struct cpages *p) VR_HIDDEN;
 /*
  * A slot of vlen bytes, recorded as e's (b->slot[*slot] = e, block used
- * count raised) but not yet held.  0 or -ENOMEM.
+ * count raised).  *held: a new block on pages that need no mark call,
+ * already held once for e; else the caller takes the hold.  0 or -ENOMEM.
  */
 int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
-		 struct cblock **b, uint32_t *slot) VR_HIDDEN;
+		 struct cblock **b, uint32_t *slot, bool *held) VR_HIDDEN;
 /* Empty slot (under b->lock).  True if the block must be requeued. */
 bool cpages_clear_slot(struct cblock *b, uint32_t slot) VR_HIDDEN;
 /* Fix b's list membership or give its pages back (allocator lock). */

@@ -319,9 +319,13 @@ static struct cblock *meta_get(struct cpages *p, int cls, uint32_t nslots)
 	return b;
 }
 
-/* A new block of class cls (-1: large, npages pages), listed if slab. */
+/*
+ * A new block of class cls (-1: large, npages pages) with e in its first
+ * slot; on pages that need no mark, already held once for e (*held).
+ */
 static int block_new(struct cpages *p, int cls, uint32_t npages,
-		     uint32_t slot_size, struct cblock **out)
+		     uint32_t slot_size, struct centry *e, struct cblock **out,
+		     bool *held)
 {
 	uint32_t nslots = cls < 0 ? 1 : (uint32_t)(vr_page_size / slot_size);
 	struct cblock *b = meta_get(p, cls, nslots);
@@ -350,10 +354,13 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->cls = cls;
 	b->gen++;
 	/* Pages never marked (or pooled) are held without a mark call. */
-	atomic_store(&b->state, hot ? BS_HOT : 0);
+	atomic_store(&b->state, hot ? BS_HOT | BS_HOLD : 0);
+	*held = hot;
 	b->listed = false;
 	b->next = b->prev = NULL;
 	memset(b->slot, 0, nslots * sizeof(b->slot[0]));
+	atomic_store(&b->slot[0], e);
+	b->used = 1;
 	pthread_mutex_unlock(&b->lock);
 	atomic_store_explicit(&ch->page_block[first], b, memory_order_release);
 	bytes_add(p, (uint64_t)npages << vr_page_shift);
@@ -393,31 +400,41 @@ static unsigned int class_of(size_t vlen)
 }
 
 int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
-		 struct cblock **out, uint32_t *slot)
+		 struct cblock **out, uint32_t *slot, bool *held)
 {
 	struct cblock *b = NULL;
 	uint32_t i = 0;
 	int ret = 0;
 
+	*held = false;
 	pthread_mutex_lock(&p->lock);
 	if (vlen <= vr_page_size / 2) {
 		unsigned int cls = class_of(vlen);
 
 		b = p->partial[cls];
 		if (!b) {
-			ret = block_new(p, (int)cls, 1, 16u << cls, &b);
-			if (ret == 0)
+			ret = block_new(p, (int)cls, 1, 16u << cls, e, &b, held);
+			if (ret == 0 && b->nslots > 1)
 				list_add(p, b);
+			if (ret == 0) {
+				*out = b;
+				*slot = 0;
+			}
+			goto out;
 		}
 	} else {
 		size_t n = (vlen + vr_page_size - 1) >> vr_page_shift;
 
+		/* One slot: the pointer must be the start (slot_size 0). */
 		ret = n > UINT32_MAX / 2 ? -ENOMEM :
-		      block_new(p, -1, (uint32_t)n, (uint32_t)0, &b);
-		if (ret == 0)
-			b->slot_size = 0; /* one slot: the pointer must be the start */
+		      block_new(p, -1, (uint32_t)n, 0, e, &b, held);
+		if (ret == 0) {
+			*out = b;
+			*slot = 0;
+		}
+		goto out;
 	}
-	if (ret == 0) {
+	{
 		bool full;
 
 		pthread_mutex_lock(&b->lock);
@@ -432,6 +449,7 @@ int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
 		*out = b;
 		*slot = i;
 	}
+out:
 	pthread_mutex_unlock(&p->lock);
 	return ret;
 }
