@@ -653,8 +653,15 @@ int vrange_cache_release(vrange_cache *c, const void *val)
 		requeue = cpages_clear_slot(b, e->slot);
 		pthread_mutex_unlock(&b->lock);
 		gone = e;
+	} else {
+		/* Its last value may have gone while this hold kept the block
+		 * (a remove after our count dropped): free it now then. */
+		requeue = atomic_load(&b->used) == 0;
 	}
-	entry_finish(c, gone, b, requeue);
+	if (gone)
+		entry_free(c, gone);
+	if (requeue)
+		cpages_requeue(&c->pages, b);
 	enforce_cap(c, NULL);
 	return 0;
 }

@@ -69,7 +69,7 @@ struct cblock {
 	uint32_t npages;
 	uint32_t slot_size;     /* bytes per slot; 0: one large value */
 	uint32_t nslots;
-	uint32_t used;          /* slots with an entry (block lock) */
+	_Atomic uint32_t used;  /* slots with an entry (changed under the block lock) */
 	int cls;                /* slab class, or -1: one large value */
 	uint32_t gen;           /* bumped at each reuse of the meta */
 	bool listed;            /* on its class's partial list (allocator lock) */

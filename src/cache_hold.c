@@ -159,8 +159,11 @@ void chold_drop(vrange_cache *c, struct cblock *b)
 		/* Last hold, and the block not yet on the ring: slow path. */
 		if (bs_holds(n) == 0 && (!defer || !(n & BS_RING)))
 			break;
+		/* seq_cst, not just release: a remover that emptied the block
+		 * meanwhile must see this hold gone, or this caller its empty
+		 * count (vrange_cache_release); free on x86, a locked op. */
 		if (atomic_compare_exchange_weak_explicit(&b->state, &s, n,
-				memory_order_release, memory_order_relaxed))
+				memory_order_seq_cst, memory_order_relaxed))
 			return;
 	}
 	pthread_mutex_lock(&b->lock);

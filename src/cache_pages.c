@@ -42,6 +42,17 @@ static void bytes_add(struct cpages *p, int64_t delta)
 	atomic_store_explicit(&p->bytes, v + (uint64_t)delta, memory_order_relaxed);
 }
 
+/* (block lock) Change the count of used slots; release reads it without. */
+static uint32_t used_add(struct cblock *b, int d)
+{
+	uint32_t v = atomic_load_explicit(&b->used, memory_order_relaxed) + (uint32_t)d;
+
+	/* seq_cst: pairs with the release path, which drops its block hold
+	 * and then reads this (store-load, see vrange_cache_release). */
+	atomic_store(&b->used, v);
+	return v;
+}
+
 int cpages_init(struct cpages *p, const char *name, int prio, size_t pool_bytes)
 {
 	size_t half = vr_page_size / 2;
@@ -350,7 +361,7 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->npages = npages;
 	b->slot_size = slot_size;
 	b->nslots = nslots;
-	b->used = 0;
+	atomic_store_explicit(&b->used, 0, memory_order_relaxed);
 	b->cls = cls;
 	b->gen++;
 	/* Pages never marked (or pooled) are held without a mark call. */
@@ -360,7 +371,7 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->next = b->prev = NULL;
 	memset(b->slot, 0, nslots * sizeof(b->slot[0]));
 	atomic_store(&b->slot[0], e);
-	b->used = 1;
+	atomic_store_explicit(&b->used, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&b->lock);
 	atomic_store_explicit(&ch->page_block[first], b, memory_order_release);
 	bytes_add(p, (uint64_t)npages << vr_page_shift);
@@ -441,8 +452,8 @@ int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
 		while (b->slot[i])
 			i++;
 		atomic_store(&b->slot[i], e);
-		b->used++;
-		full = b->used == b->nslots;
+		used_add(b, 1);
+		full = atomic_load(&b->used) == b->nslots;
 		pthread_mutex_unlock(&b->lock);
 		if (b->listed && full)
 			list_del(p, b);
@@ -457,8 +468,9 @@ out:
 bool cpages_clear_slot(struct cblock *b, uint32_t slot)
 {
 	atomic_store(&b->slot[slot], NULL);
-	b->used--;
-	return b->used == 0 || (b->cls >= 0 && b->used == b->nslots - 1);
+	uint32_t used = used_add(b, -1);
+
+	return used == 0 || (b->cls >= 0 && used == b->nslots - 1);
 }
 
 /* Give an empty, unheld block's pages back (allocator and block lock). */
@@ -495,9 +507,11 @@ void cpages_requeue(struct cpages *p, struct cblock *b)
 {
 	pthread_mutex_lock(&p->lock);
 	pthread_mutex_lock(&b->lock);
-	if (b->chunk && b->used == 0 && bs_holds(atomic_load(&b->state)) == 0)
+	if (b->chunk && atomic_load(&b->used) == 0 &&
+	    bs_holds(atomic_load(&b->state)) == 0)
 		block_free(p, b);
-	else if (b->chunk && b->cls >= 0 && !b->listed && b->used < b->nslots)
+	else if (b->chunk && b->cls >= 0 && !b->listed &&
+		 atomic_load(&b->used) < b->nslots)
 		list_add(p, b);
 	pthread_mutex_unlock(&b->lock);
 	pthread_mutex_unlock(&p->lock);
