@@ -336,11 +336,17 @@ int vrange_get_stats(struct vrange_stats *out);
  * key any byte of whose value was discarded drops the entry and misses:
  * the cache never returns a value with a lost byte.
  *
+ * Released values become volatile lazily (see VRANGE_CACHE_EAGER): a value
+ * got again soon after its release is held and released with one atomic
+ * operation on its page's word each, and every purge in the process first
+ * makes the deferred values volatile, so no purge of this process finds
+ * released memory it could not take.
+ *
  * All functions are thread-safe.  Keys are spread over 64 independently
- * locked shards, so lookups of different keys rarely share a lock; a hold
- * takes the lock of the value's page as well.  None of them is
- * async-signal-safe (they allocate and take locks).  After fork() a child
- * must not use a cache another thread of the parent was using.
+ * locked shards, so lookups of different keys rarely share a lock; holds
+ * and releases take no lock unless the page's state changes.  None of them
+ * is async-signal-safe (they allocate and take locks).  After fork() a
+ * child must not use a cache another thread of the parent was using.
  * @{ */
 
 /** Opaque handle of a cache. */
@@ -388,7 +394,7 @@ int vrange_cache_destroy(vrange_cache *c);
 /**
  * Copy @p vlen bytes from @p val into the cache under the key of @p klen
  * bytes, replacing any entry of that key.  The new entry starts released
- * (volatile).  A held copy of a replaced value stays valid until released.
+ * (volatile, as after a release).  A held copy of a replaced value stays valid until released.
  * With max_bytes set, least recently used released entries are evicted
  * until the stored value bytes (held ones included) fit; the new entry is
  * never evicted by its own put, so when every other entry is held the
@@ -414,8 +420,11 @@ int vrange_cache_get(vrange_cache *c, const void *key, size_t klen,
 		     const void **val, size_t *vlen);
 
 /**
- * Release one hold of a value obtained from vrange_cache_get().  The last
- * release of the last held value on a page makes the page volatile again.
+ * Release one hold of a value obtained from vrange_cache_get().  After the
+ * last release of the last held value on a page, the page is volatile (at
+ * once with VRANGE_CACHE_EAGER; else before the next purge, see above).
+ * Releasing a value concurrently with its own last release (a release too
+ * many racing with the last one) is undefined.
  * With max_bytes set, a release also evicts released entries over the cap.
  * @param val exactly the pointer get returned.
  * @return 0; -EINVAL NULL cache, a pointer not obtained from get on this
