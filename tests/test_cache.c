@@ -295,6 +295,23 @@ START_TEST(several_holders)
 }
 END_TEST
 
+/* Released after a get: volatile again, whatever the deferral (every
+ * purge first makes deferred values volatile). */
+START_TEST(released_value_goes_in_purge)
+{
+	vrange_cache *c = mk(0, 0);
+	unsigned char *b = pattern(4 * ps, 18);
+
+	put_s(c, "k", b, 4 * ps);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(vrange_cache_release(c, get_eq(c, "k", b, 4 * ps)), 0);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(4 * ps));
+	ck_assert_int_eq(get_rc(c, "k"), -ENOENT);
+	free(b);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+END_TEST
+
 /* get of a purged value drops the entry and misses, counted. */
 START_TEST(purged_value_misses)
 {
@@ -838,6 +855,59 @@ END_TEST
 
 /* --- many threads -------------------------------------------------------- */
 
+struct tcase_arg {
+	vrange_cache *c;
+	int id;
+	int bad;
+};
+
+/* Each thread its own keys, plus one key every thread shares. */
+static void *own_keys(void *p)
+{
+	struct tcase_arg *a = p;
+	char key[32], want[64];
+
+	for (int i = 0; i < 3000; i++) {
+		const void *v;
+		size_t len;
+
+		snprintf(key, sizeof(key), "t%d-%d", a->id, i % 50);
+		snprintf(want, sizeof(want), "value of %s", key);
+		if (vrange_cache_put(a->c, key, strlen(key), want, sizeof(want)))
+			a->bad++;
+		if (vrange_cache_get(a->c, key, strlen(key), &v, &len) ||
+		    len != sizeof(want) || memcmp(v, want, len) ||
+		    vrange_cache_release(a->c, v))
+			a->bad++;
+		if (vrange_cache_get(a->c, "shared", 6, &v, &len) ||
+		    memcmp(v, "the shared value", 16) ||
+		    vrange_cache_release(a->c, v))
+			a->bad++;
+	}
+	return NULL;
+}
+
+START_TEST(threads_share_a_cache)
+{
+	vrange_cache *c = mk(0, 0);
+	struct tcase_arg a[4];
+	pthread_t t[4];
+
+	put_s(c, "shared", "the shared value", 16);
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct tcase_arg){ c, i, 0 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, own_keys, &a[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(a[i].bad, 0);
+	}
+	ck_assert_uint_eq(cstats(c).entries, 4 * 50 + 1);
+	ck_assert_uint_eq(cstats(c).hits, 4 * 3000 * 2);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+END_TEST
+
 #define NKEYS 4096
 #define MAGIC 0x5643414348ull
 
@@ -1015,6 +1085,7 @@ Suite *test_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, held_value_survives_purge_and_stays_put);
 	tcase_add_test(tc, several_holders);
+	tcase_add_test(tc, released_value_goes_in_purge);
 	tcase_add_test(tc, purged_value_misses);
 	tcase_add_test(tc, partly_purged_value_misses);
 	tcase_add_test(tc, small_values_share_pages);
@@ -1045,6 +1116,11 @@ Suite *test_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, reserve_commit);
 	tcase_add_test(tc, reserve_abort);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("threads");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, threads_share_a_cache);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stress");
