@@ -150,37 +150,33 @@ static void ring_push(vrange_cache *c, struct cblock *b, uint32_t npages,
 
 void chold_drop(vrange_cache *c, struct cblock *b)
 {
-	bool defer = cache_ring(c)->max_pages > 0, push = false;
+	bool defer = cache_ring(c)->max_pages > 0;
+	/* Read while this hold keeps the block from being freed and reused. */
+	uint32_t npages = b->npages, gen = b->gen;
 	uint32_t s = atomic_load_explicit(&b->state, memory_order_relaxed), n;
-	uint32_t npages = 0, gen = 0;
 
 	for (;;) {
 		n = s - BS_HOLD;
-		/* Last hold, and the block not yet on the ring: slow path. */
-		if (bs_holds(n) == 0 && (!defer || !(n & BS_RING)))
-			break;
+		if (bs_holds(n) == 0 && !defer)
+			break; /* eager: the last hold cools the block */
+		/* The last hold pushes the block on the ring, once: the flag
+		 * goes with the count in one word, so only one pusher wins. */
+		if (bs_holds(n) == 0)
+			n |= BS_RING;
 		/* seq_cst, not just release: a remover that emptied the block
 		 * meanwhile must see this hold gone, or this caller its empty
 		 * count (vrange_cache_release); free on x86, a locked op. */
 		if (atomic_compare_exchange_weak_explicit(&b->state, &s, n,
-				memory_order_seq_cst, memory_order_relaxed))
+				memory_order_seq_cst, memory_order_relaxed)) {
+			if (bs_holds(n) == 0 && !(s & BS_RING))
+				ring_push(c, b, npages, gen);
 			return;
+		}
 	}
 	pthread_mutex_lock(&b->lock);
-	n = atomic_fetch_sub(&b->state, BS_HOLD) - BS_HOLD;
-	if (!defer) {
-		cool_locked(b);
-	} else {
-		while (bs_holds(n) == 0 && !(n & BS_RING) &&
-		       !atomic_compare_exchange_weak(&b->state, &n, n | BS_RING))
-			;
-		push = bs_holds(n) == 0 && !(n & BS_RING);
-		npages = b->npages;
-		gen = b->gen;
-	}
+	atomic_fetch_sub(&b->state, BS_HOLD);
+	cool_locked(b);
 	pthread_mutex_unlock(&b->lock);
-	if (push)
-		ring_push(c, b, npages, gen);
 }
 
 void cring_flush(vrange_cache *c)

@@ -319,11 +319,14 @@ static struct cblock *meta_get(struct cpages *p, int cls, uint32_t nslots)
 	if (b) {
 		p->spare[list] = b->next;
 	} else {
-		size_t sz = sizeof(*b) + nslots * sizeof(b->slot[0]);
+		/* Whole cache lines: the words of blocks used by different
+		 * threads must not share one. */
+		size_t sz = (sizeof(*b) + nslots * sizeof(b->slot[0]) + 63) & ~(size_t)63;
 
-		b = calloc(1, sz);
+		b = aligned_alloc(64, sz);
 		if (!b)
 			return NULL;
+		memset(b, 0, sz);
 		pthread_mutex_init(&b->lock, NULL);
 		bytes_add(p, sz);
 	}
@@ -481,7 +484,7 @@ static void block_free(struct cpages *p, struct cblock *b)
 
 	if (b->listed)
 		list_del(p, b);
-	atomic_store(&ch->page_block[b->first], NULL);
+	atomic_store_explicit(&ch->page_block[b->first], NULL, memory_order_release);
 	bits_set(ch->used, b->first, b->npages, false);
 	ch->free_pages += b->npages;
 	bytes_add(p, -((int64_t)b->npages << vr_page_shift));
@@ -497,7 +500,7 @@ static void block_free(struct cpages *p, struct cblock *b)
 					 (size_t)b->npages << vr_page_shift) == 0)
 			bits_set(ch->vol, b->first, b->npages, true);
 	}
-	atomic_store(&b->state, 0);
+	atomic_store_explicit(&b->state, 0, memory_order_relaxed);
 	b->chunk = NULL;
 	b->next = p->spare[list];
 	p->spare[list] = b;
