@@ -51,11 +51,12 @@ struct vrange_cache {
 	_Atomic uint64_t live_bytes;       /* capped caches: value bytes stored */
 	struct cring ring;
 	vrange_cache *all_next, *all_prev; /* every cache, for purges */
+	bool listed;                       /* on that list (all_lock) */
 };
 
 static _Atomic uint64_t cache_regions;
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
-static vrange_cache *all_caches;
+static vrange_cache *_Atomic all_caches; /* written under all_lock */
 
 struct cring *cache_ring(vrange_cache *c)
 {
@@ -65,8 +66,7 @@ struct cring *cache_ring(vrange_cache *c)
 void cache_flush_all(void)
 {
 	/* Cheap when no cache exists: purges and stats call this. */
-	if (!atomic_load_explicit((_Atomic(vrange_cache *) *)&all_caches,
-				  memory_order_relaxed))
+	if (!atomic_load_explicit(&all_caches, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&all_lock);
 	for (vrange_cache *c = all_caches; c; c = c->all_next) {
@@ -74,6 +74,24 @@ void cache_flush_all(void)
 		cpages_flush_pool(&c->pages);
 	}
 	pthread_mutex_unlock(&all_lock);
+}
+
+void cache_fork_prepare(void)
+{
+	pthread_mutex_lock(&all_lock);
+}
+
+void cache_fork_parent(void)
+{
+	pthread_mutex_unlock(&all_lock);
+}
+
+void cache_fork_child(void)
+{
+	for (vrange_cache *c = all_caches; c; c = c->all_next)
+		c->listed = false;
+	all_caches = NULL;
+	pthread_mutex_init(&all_lock, NULL);
 }
 
 uint64_t cache_region_count(void)
@@ -317,6 +335,7 @@ int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out
 	if (all_caches)
 		all_caches->all_prev = c;
 	all_caches = c;
+	c->listed = true;
 	pthread_mutex_unlock(&all_lock);
 	*out = c;
 	return 0;
@@ -329,11 +348,11 @@ int vrange_cache_destroy(vrange_cache *c)
 	if (cpages_busy(&c->pages))
 		return -EBUSY;
 	pthread_mutex_lock(&all_lock);
-	if (c->all_prev)
+	if (c->listed && c->all_prev)
 		c->all_prev->all_next = c->all_next;
-	else
+	else if (c->listed)
 		all_caches = c->all_next;
-	if (c->all_next)
+	if (c->listed && c->all_next)
 		c->all_next->all_prev = c->all_prev;
 	pthread_mutex_unlock(&all_lock);
 	for (int i = 0; i < SHARDS; i++) {

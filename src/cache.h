@@ -169,6 +169,11 @@ struct cring *cache_ring(vrange_cache *c) VR_HIDDEN;
 void cache_block_purged(vrange_cache *c, struct cblock *b) VR_HIDDEN;
 /* Make every cache's deferred pages volatile: before a purge and stats. */
 void cache_flush_all(void) VR_HIDDEN;
+/* pthread_atfork: the list of caches.  A child forgets its parent's caches
+ * (another thread may have held their locks): its purges skip them. */
+void cache_fork_prepare(void) VR_HIDDEN;
+void cache_fork_parent(void) VR_HIDDEN;
+void cache_fork_child(void) VR_HIDDEN;
 
 static inline void *cblock_ptr(const struct cblock *b, uint32_t slot)
 {

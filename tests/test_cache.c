@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <vrange.h>
@@ -853,6 +854,56 @@ START_TEST(reserve_abort)
 }
 END_TEST
 
+/* --- fork ---------------------------------------------------------------- */
+
+static void *purge_loop(void *p)
+{
+	_Atomic bool *stop = p;
+
+	while (!atomic_load(stop))
+		vrange_purge(SIZE_MAX);
+	return NULL;
+}
+
+/* A fork while another thread flushes caches: the child's purges, stats
+ * and caches of its own work (it forgets the parent's caches). */
+START_TEST(fork_while_purging)
+{
+	vrange_cache *c = mk(0, 0);
+	static _Atomic bool stop;
+	pthread_t t;
+
+	put_s(c, "k", "parent", 6);
+	ck_assert_int_eq(pthread_create(&t, NULL, purge_loop, &stop), 0);
+	for (int i = 0; i < (test_quick() ? 5 : 40); i++) {
+		int status;
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			vrange_cache *cc = NULL;
+			struct vrange_stats st;
+			const void *v;
+			size_t len;
+
+			alarm(20);
+			vrange_purge(SIZE_MAX);
+			vrange_get_stats(&st);
+			if (vrange_cache_create(NULL, &cc) || vrange_cache_put(cc, "a", 1, "b", 1) ||
+			    vrange_cache_get(cc, "a", 1, &v, &len) || vrange_cache_release(cc, v) ||
+			    vrange_purge(SIZE_MAX) < 0 || vrange_cache_destroy(cc))
+				_exit(1);
+			_exit(0);
+		}
+		ck_assert_int_gt(pid, 0);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	atomic_store(&stop, true);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+END_TEST
+
 /* --- many threads -------------------------------------------------------- */
 
 struct tcase_arg {
@@ -1121,6 +1172,7 @@ Suite *test_suite(void)
 	tc = tcase_create("threads");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, threads_share_a_cache);
+	tcase_add_test(tc, fork_while_purging);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stress");
