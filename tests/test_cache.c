@@ -869,10 +869,15 @@ static void *purge_loop(void *p)
  * and caches of its own work (it forgets the parent's caches). */
 START_TEST(fork_while_purging)
 {
-	vrange_cache *c = mk(0, 0);
+	vrange_cache *c;
 	static _Atomic bool stop;
 	pthread_t t;
 
+	/* Valgrind runs the threads one at a time, and checks the child's
+	 * leaks (the parent's cache, which the child must not touch). */
+	if (getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("a forked child under valgrind reports the parent's cache as leaked");
+	c = mk(0, 0);
 	put_s(c, "k", "parent", 6);
 	ck_assert_int_eq(pthread_create(&t, NULL, purge_loop, &stop), 0);
 	for (int i = 0; i < (test_quick() ? 5 : 40); i++) {
@@ -923,6 +928,7 @@ static void *own_keys(void *p)
 		size_t len;
 
 		snprintf(key, sizeof(key), "t%d-%d", a->id, i % 50);
+		memset(want, 0, sizeof(want));
 		snprintf(want, sizeof(want), "value of %s", key);
 		if (vrange_cache_put(a->c, key, strlen(key), want, sizeof(want)))
 			a->bad++;
