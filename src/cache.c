@@ -266,13 +266,30 @@ static void entry_free(vrange_cache *c, struct centry *e)
 	free(e);
 }
 
+/* Out of its shard for good, waiting for its last release. */
+static bool entry_detached(const struct centry *e)
+{
+	if (cblock_one_value(e->block))
+		return atomic_load(&e->block->state) & BS_GONE;
+	return atomic_load(&e->hs) & EN_DETACHED;
+}
+
+/* Gets holding e, and e out of its shard: the block's word counts them
+ * for a one-value block, e's own word otherwise. */
+static uint32_t entry_holds(const struct centry *e)
+{
+	if (cblock_one_value(e->block))
+		return bs_holds(atomic_load(&e->block->state));
+	return atomic_load(&e->hs) / EN_HOLD;
+}
+
 void cache_block_purged(vrange_cache *c, struct cblock *b)
 {
 	/* No value on b is held (its pages were volatile): drop them all. */
 	for (uint32_t i = 0; i < b->nslots; i++) {
 		struct centry *e = atomic_load(&b->slot[i]);
 
-		if (e && !e->reserved && !(atomic_load(&e->hs) & EN_DETACHED) &&
+		if (e && !e->reserved && !entry_detached(e) &&
 		    !atomic_load(&e->dead)) {
 			atomic_store_explicit(&e->dead, true, memory_order_release);
 			atomic_fetch_add(&c->dead_entries, 1);
@@ -289,8 +306,14 @@ void cache_block_purged(vrange_cache *c, struct cblock *b)
  * free it (after unlocking). */
 static struct centry *entry_detach(struct centry *e, bool *requeue)
 {
-	if (atomic_fetch_or(&e->hs, EN_DETACHED) >= EN_HOLD)
+	/* The flag and the holds in one word: exactly one of the remover
+	 * and the last releaser sees both and frees. */
+	if (cblock_one_value(e->block)) {
+		if (bs_holds(atomic_fetch_or(&e->block->state, BS_GONE)) > 0)
+			return NULL;
+	} else if (atomic_fetch_or(&e->hs, EN_DETACHED) >= EN_HOLD) {
 		return NULL;
+	}
 	*requeue = cpages_clear_slot(e->block, e->slot);
 	return e;
 }
@@ -395,7 +418,7 @@ static void enforce_cap(vrange_cache *c, const struct centry *keep)
 			struct cblock *b = e->block;
 
 			pthread_mutex_lock(&b->lock);
-			if (atomic_load(&e->hs) == 0 && e != keep) {
+			if (entry_holds(e) == 0 && e != keep) {
 				*shard_link_of(s, e) = e->hnext;
 				s->n--;
 				dead = atomic_load(&e->dead);
@@ -597,7 +620,9 @@ static int entry_hold(vrange_cache *c, struct centry *e)
 		chold_drop(c, e->block);
 		return 0;
 	}
-	atomic_fetch_add_explicit(&e->hs, EN_HOLD, memory_order_relaxed);
+	/* A one-value block's hold is the value's: one atomic per get. */
+	if (!cblock_one_value(e->block))
+		atomic_fetch_add_explicit(&e->hs, EN_HOLD, memory_order_relaxed);
 	return 1;
 }
 
@@ -648,26 +673,47 @@ out:
 	return ret;
 }
 
-int vrange_cache_release(vrange_cache *c, const void *val)
+/* Drop one get's hold of e on b: -EINVAL none, 1 it was the last hold of
+ * a removed value (the caller frees it), else 0. */
+static int entry_release(vrange_cache *c, struct centry *e, struct cblock *b)
 {
-	struct centry *e, *gone = NULL;
-	struct cblock *b;
-	bool requeue = false;
-	uint32_t slot, hs;
+	uint32_t hs;
+	int last;
 
-	if (!c || !val || !(b = cpages_find(&c->pages, val, &slot)))
-		return -EINVAL;
-	e = atomic_load_explicit(&b->slot[slot], memory_order_acquire);
-	if (!e)
-		return -EINVAL;
+	if (cblock_one_value(b)) {
+		/* A reservation holds its block but is not a get's hold. */
+		if (atomic_load_explicit(&e->reserved, memory_order_relaxed))
+			return -EINVAL;
+		return chold_release_value(c, b);
+	}
 	hs = atomic_load_explicit(&e->hs, memory_order_relaxed);
 	do {
 		if (hs < EN_HOLD) /* one release more than gets, or a reservation */
 			return -EINVAL;
 	} while (!atomic_compare_exchange_weak_explicit(&e->hs, &hs, hs - EN_HOLD,
 			memory_order_release, memory_order_relaxed));
+	last = hs - EN_HOLD == EN_DETACHED;
 	chold_drop(c, b);
-	if (hs - EN_HOLD == EN_DETACHED) { /* the last hold of a removed value */
+	return last;
+}
+
+int vrange_cache_release(vrange_cache *c, const void *val)
+{
+	struct centry *e, *gone = NULL;
+	struct cblock *b;
+	bool requeue = false;
+	uint32_t slot;
+	int last;
+
+	if (!c || !val || !(b = cpages_find(&c->pages, val, &slot)))
+		return -EINVAL;
+	e = atomic_load_explicit(&b->slot[slot], memory_order_acquire);
+	if (!e)
+		return -EINVAL;
+	last = entry_release(c, e, b);
+	if (last < 0)
+		return last;
+	if (last) { /* the last hold of a removed value */
 		pthread_mutex_lock(&b->lock);
 		requeue = cpages_clear_slot(b, e->slot);
 		pthread_mutex_unlock(&b->lock);

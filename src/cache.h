@@ -51,10 +51,13 @@ struct centry {
 #define EN_HOLD 2u
 
 /* Block word: pages non-volatile (a hold needs no mark call), pushed on
- * the deferral ring, and the count of holds above them. */
+ * the deferral ring, the value of a one-value block removed (its entry
+ * word is not used: the block's holds are the value's), and the count of
+ * holds above them. */
 #define BS_HOT 1u
 #define BS_RING 2u
-#define BS_HOLD 4u
+#define BS_GONE 4u
+#define BS_HOLD 8u
 
 /*
  * One slab page (values of one size class), or the pages of one large
@@ -80,6 +83,12 @@ struct cblock {
 static inline uint32_t bs_holds(uint32_t s)
 {
 	return s / BS_HOLD;
+}
+
+/* A block of one large value: its holds are that value's holds. */
+static inline bool cblock_one_value(const struct cblock *b)
+{
+	return b->slot_size == 0;
 }
 
 /* A region carved into pages for blocks. */
@@ -160,6 +169,10 @@ void cring_fini(struct cring *r) VR_HIDDEN;
 int chold_take(vrange_cache *c, struct cblock *b) VR_HIDDEN;
 /* Drop a hold; the last one defers b's volatility (or, eager, marks). */
 void chold_drop(vrange_cache *c, struct cblock *b) VR_HIDDEN;
+/* Release a get's hold of the value of a one-value block: -EINVAL if it
+ * has none, 1 if that was the last of a removed value (the caller frees
+ * it and its block), else 0. */
+int chold_release_value(vrange_cache *c, struct cblock *b) VR_HIDDEN;
 /* Mark every deferred block volatile now. */
 void cring_flush(vrange_cache *c) VR_HIDDEN;
 

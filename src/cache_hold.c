@@ -148,7 +148,9 @@ static void ring_push(vrange_cache *c, struct cblock *b, uint32_t npages,
 		ring_pop_one(out[i]);
 }
 
-void chold_drop(vrange_cache *c, struct cblock *b)
+/* Drop a hold: -EINVAL none to drop (check only), 1 the last hold of a
+ * removed one-value block (nothing else done: the caller frees), else 0. */
+static int drop(vrange_cache *c, struct cblock *b, bool check)
 {
 	bool defer = cache_ring(c)->max_pages > 0;
 	/* Read while this hold keeps the block from being freed and reused. */
@@ -156,27 +158,42 @@ void chold_drop(vrange_cache *c, struct cblock *b)
 	uint32_t s = atomic_load_explicit(&b->state, memory_order_relaxed), n;
 
 	for (;;) {
+		if (check && bs_holds(s) == 0)
+			return -EINVAL;
 		n = s - BS_HOLD;
-		if (bs_holds(n) == 0 && !defer)
+		if (bs_holds(n) == 0 && !defer && !(n & BS_GONE))
 			break; /* eager: the last hold cools the block */
 		/* The last hold pushes the block on the ring, once: the flag
 		 * goes with the count in one word, so only one pusher wins. */
-		if (bs_holds(n) == 0)
+		if (bs_holds(n) == 0 && !(n & BS_GONE))
 			n |= BS_RING;
 		/* seq_cst, not just release: a remover that emptied the block
 		 * meanwhile must see this hold gone, or this caller its empty
 		 * count (vrange_cache_release); free on x86, a locked op. */
 		if (atomic_compare_exchange_weak_explicit(&b->state, &s, n,
 				memory_order_seq_cst, memory_order_relaxed)) {
+			if (bs_holds(n) == 0 && (n & BS_GONE))
+				return 1;
 			if (bs_holds(n) == 0 && !(s & BS_RING))
 				ring_push(c, b, npages, gen);
-			return;
+			return 0;
 		}
 	}
 	pthread_mutex_lock(&b->lock);
 	atomic_fetch_sub(&b->state, BS_HOLD);
 	cool_locked(b);
 	pthread_mutex_unlock(&b->lock);
+	return 0;
+}
+
+void chold_drop(vrange_cache *c, struct cblock *b)
+{
+	(void)drop(c, b, false);
+}
+
+int chold_release_value(vrange_cache *c, struct cblock *b)
+{
+	return drop(c, b, true);
 }
 
 void cring_flush(vrange_cache *c)
