@@ -1085,16 +1085,17 @@ static void *stress_purger(void *arg)
 	return NULL;
 }
 
-START_TEST(stress_no_damaged_hit)
+/* One run: 4 workers and a purger on a cache made with flags for secs. */
+static void stress_run(unsigned flags, double secs)
 {
 	static struct stress st;
-	pthread_t w[4], p;
-	double secs = test_quick() ? 2.0 : 12.0;
+	struct vrange_cache_opts o = { sizeof(o), "stress", 3u << 20, 0, flags };
 	struct vrange_cache_stats cs;
+	pthread_t w[4], p;
 
-	if (getenv("VRANGE_SOAK"))
-		secs = 120.0;
-	st.c = mk(3u << 20, 0); /* a cap the working set exceeds: evictions too */
+	memset(&st, 0, sizeof(st));
+	/* A cap the working set exceeds: evictions too. */
+	ck_assert_int_eq(vrange_cache_create(&o, &st.c), 0);
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(pthread_create(&w[i], NULL, stress_worker, &st), 0);
 	ck_assert_int_eq(pthread_create(&p, NULL, stress_purger, &st), 0);
@@ -1104,19 +1105,29 @@ START_TEST(stress_no_damaged_hit)
 		pthread_join(w[i], NULL);
 	pthread_join(p, NULL);
 	cs = cstats(st.c);
-	fprintf(stderr, "cache stress %.0f s: puts %lu fills %lu removes %lu hits %lu "
+	fprintf(stderr, "cache stress%s %.0f s: puts %lu fills %lu removes %lu hits %lu "
 		"misses %lu purges %lu purged_entries %lu evictions %lu damaged %lu\n",
-		secs, (unsigned long)st.puts, (unsigned long)st.fills,
-		(unsigned long)st.removes, (unsigned long)st.hits,
-		(unsigned long)st.misses, (unsigned long)st.purges,
-		(unsigned long)cs.purged_entries, (unsigned long)cs.evictions,
-		(unsigned long)st.damaged);
+		flags ? " (eager)" : "", secs, (unsigned long)st.puts,
+		(unsigned long)st.fills, (unsigned long)st.removes,
+		(unsigned long)st.hits, (unsigned long)st.misses,
+		(unsigned long)st.purges, (unsigned long)cs.purged_entries,
+		(unsigned long)cs.evictions, (unsigned long)st.damaged);
 	ck_assert_uint_eq(st.damaged, 0);
-	ck_assert_uint_gt(st.hits, 100);
+	ck_assert_uint_gt(st.hits, 0);
 	ck_assert_uint_gt(cs.purged_entries, 0);
-	ck_assert_uint_gt(cs.evictions, 0);
+	if (!flags) /* the short eager run may not fill the cap */
+		ck_assert_uint_gt(cs.evictions, 0);
 	ck_assert_uint_eq(cs.hits, st.hits);
 	ck_assert_int_eq(vrange_cache_destroy(st.c), 0);
+}
+
+START_TEST(stress_no_damaged_hit)
+{
+	double secs = getenv("VRANGE_SOAK") ? 120.0 : test_quick() ? 3.0 : 12.0;
+
+	/* Deferred volatility (the default), then marks at every release. */
+	stress_run(0, secs * 2 / 3);
+	stress_run(VRANGE_CACHE_EAGER, secs / 3);
 }
 END_TEST
 
