@@ -460,7 +460,8 @@ int vrange_cache_reserve(vrange_cache *c, const void *key, size_t klen,
  * The buffer must not be touched afterwards unless held through get.
  * @param buf exactly the pointer reserve returned.
  * @return 0; -EINVAL NULL cache or a pointer that is not an open
- *         reservation of this cache.
+ *         reservation of this cache; -ENOMEM no memory for the key's table
+ *         (the reservation stays open: commit again or abort).
  */
 int vrange_cache_commit(vrange_cache *c, void *buf);
 

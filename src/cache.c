@@ -489,8 +489,9 @@ static int entry_reserve(vrange_cache *c, const void *key, size_t klen,
 }
 
 /* Publish a reserved entry, replacing the key's old one; drops the
- * reservation's hold. */
-static void entry_commit(vrange_cache *c, struct centry *e)
+ * reservation's hold.  -ENOMEM (the shard's first table could not be had):
+ * nothing done, e still reserved. */
+static int entry_commit(vrange_cache *c, struct centry *e)
 {
 	struct cshard *s = shard_of(c, e->hash);
 	struct centry **l, *old = NULL, *gone = NULL;
@@ -499,6 +500,10 @@ static void entry_commit(vrange_cache *c, struct centry *e)
 
 	pthread_mutex_lock(&s->lock);
 	shard_grow(c, s);
+	if (!s->nbuckets) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOMEM;
+	}
 	l = shard_find(s, e->hash, e->key, e->klen);
 	if (l) {
 		old = *l;
@@ -523,6 +528,21 @@ static void entry_commit(vrange_cache *c, struct centry *e)
 	chold_drop(c, b); /* the reservation's hold */
 	entry_finish(c, gone, ob, requeue);
 	enforce_cap(c, e);
+	return 0;
+}
+
+/* Drop a reservation (no lock held; e->reserved already cleared or not). */
+static void entry_abort(vrange_cache *c, struct centry *e)
+{
+	struct cblock *b = e->block;
+	bool requeue;
+
+	pthread_mutex_lock(&b->lock);
+	atomic_store(&e->reserved, false);
+	requeue = cpages_clear_slot(b, e->slot);
+	pthread_mutex_unlock(&b->lock);
+	chold_drop(c, b);
+	entry_finish(c, e, b, requeue);
 }
 
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
@@ -539,8 +559,10 @@ int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 	memcpy(cblock_ptr(e->block, e->slot), val, vlen);
 	/* No lock: nobody else knows e, and its held block cannot be killed. */
 	atomic_store_explicit(&e->reserved, false, memory_order_relaxed);
-	entry_commit(c, e);
-	return 0;
+	ret = entry_commit(c, e);
+	if (ret < 0)
+		entry_abort(c, e);
+	return ret;
 }
 
 int vrange_cache_reserve(vrange_cache *c, const void *key, size_t klen,
@@ -580,28 +602,27 @@ int vrange_cache_commit(vrange_cache *c, void *buf)
 {
 	struct centry *e;
 
+	int ret;
+
 	if (!c || !buf || !(e = find_reserved(c, buf)))
 		return -EINVAL;
 	e->reserved = false;
 	pthread_mutex_unlock(&e->block->lock);
-	entry_commit(c, e);
-	return 0;
+	ret = entry_commit(c, e);
+	if (ret < 0) /* still open: the caller may retry or abort */
+		atomic_store(&e->reserved, true);
+	return ret;
 }
 
 int vrange_cache_abort(vrange_cache *c, void *buf)
 {
-	struct cblock *b;
 	struct centry *e;
-	bool requeue;
 
 	if (!c || !buf || !(e = find_reserved(c, buf)))
 		return -EINVAL;
-	b = e->block;
-	e->reserved = false;
-	requeue = cpages_clear_slot(b, e->slot);
-	pthread_mutex_unlock(&b->lock);
-	chold_drop(c, b);
-	entry_finish(c, e, b, requeue);
+	e->reserved = false; /* claimed: a second abort or commit fails */
+	pthread_mutex_unlock(&e->block->lock);
+	entry_abort(c, e);
 	return 0;
 }
 
