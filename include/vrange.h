@@ -400,8 +400,9 @@ int vrange_cache_destroy(vrange_cache *c);
  * never evicted by its own put, so when every other entry is held the
  * cache stays over the cap until a later put or release can evict.
  * @return 0; -EINVAL NULL cache, key or val, klen 0 or > 4096, vlen 0;
- *         -E2BIG vlen > max_bytes; -ENOMEM (no memory, or no region could be
- *         created); -EIO the pages' state could not be read.
+ *         -E2BIG vlen > max_bytes; -ENOMEM; another -errno from creating a
+ *         region (memfd_create, mmap); -EIO the pages' state could not be
+ *         read.  Nothing changed on failure.
  */
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 		     const void *val, size_t vlen);
@@ -449,7 +450,8 @@ int vrange_cache_remove(vrange_cache *c, const void *key, size_t klen);
  * it.  Its contents start undefined.  A reservation counts as held for
  * destroy (-EBUSY) and is not a value for release (-EINVAL).
  * @return 0; -EINVAL NULL cache, key or buf, klen 0 or > 4096, vlen 0;
- *         -E2BIG vlen > max_bytes; -ENOMEM; -EIO.  *buf untouched on failure.
+ *         -E2BIG vlen > max_bytes; -ENOMEM, -EIO or a region's -errno as
+ *         for put.  *buf untouched on failure.
  */
 int vrange_cache_reserve(vrange_cache *c, const void *key, size_t klen,
 			 size_t vlen, void **buf);
