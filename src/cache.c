@@ -43,6 +43,7 @@ struct cshard {
 struct vrange_cache {
 	struct cshard shard[SHARDS];
 	struct cpages pages;
+	uint64_t id;                       /* unique per cache in the process */
 	size_t max_bytes;
 	pthread_mutex_t lru_lock;          /* capped caches only */
 	struct centry *lru_head, *lru_tail; /* head: most recently used */
@@ -55,6 +56,20 @@ struct vrange_cache {
 };
 
 static _Atomic uint64_t cache_regions;
+static _Atomic uint64_t next_cache_id = 1;
+
+/*
+ * The value this thread got last: the usual release (same thread, right
+ * after) finds its block here instead of through the chunk table.  Only a
+ * hint: the block is checked to start that value now, and block metas
+ * outlive every use of their cache.
+ */
+static __thread struct {
+	uint64_t cache_id;
+	const void *ptr;
+	struct cblock *b;
+	uint32_t slot;
+} last_get __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static vrange_cache *_Atomic all_caches; /* written under all_lock */
 
@@ -353,6 +368,7 @@ int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out
 	cpages_init(&c->pages, opts ? opts->name : NULL, opts ? opts->priority : 0,
 		    eager ? 0 : POOL_BYTES);
 	c->max_bytes = opts ? opts->max_bytes : 0;
+	c->id = atomic_fetch_add(&next_cache_id, 1);
 	pthread_mutex_lock(&all_lock);
 	c->all_next = all_caches;
 	if (all_caches)
@@ -676,6 +692,10 @@ int vrange_cache_get(vrange_cache *c, const void *key, size_t klen,
 		lru_touch(c, e, true);
 		*val = cblock_ptr(b, e->slot);
 		*vlen = e->vlen;
+		last_get.cache_id = c->id;
+		last_get.ptr = *val;
+		last_get.b = b;
+		last_get.slot = e->slot;
 		ret = 0;
 	} else if (ret == 0) { /* purged: the entry goes, the get misses */
 		*l = e->hnext;
@@ -692,6 +712,16 @@ out:
 	pthread_mutex_unlock(&s->lock);
 	entry_finish(c, gone, b, requeue);
 	return ret;
+}
+
+/* Does the last-got hint still describe val?  Read once: with a release
+ * too many from another thread, the block may be changing under us. */
+static bool hint_matches(const struct cblock *b, uint32_t slot, const void *val)
+{
+	const struct cchunk *ch = __atomic_load_n(&b->chunk, __ATOMIC_RELAXED);
+
+	return ch && ch->base + cblock_off(b) + (size_t)slot * b->slot_size ==
+		     (const char *)val;
 }
 
 /* Drop one get's hold of e on b: -EINVAL none, 1 it was the last hold of
@@ -726,7 +756,15 @@ int vrange_cache_release(vrange_cache *c, const void *val)
 	uint32_t slot;
 	int last;
 
-	if (!c || !val || !(b = cpages_find(&c->pages, val, &slot)))
+	if (!c || !val)
+		return -EINVAL;
+	b = last_get.b;
+	slot = last_get.slot;
+	if (last_get.ptr != val || last_get.cache_id != c->id ||
+	    !hint_matches(b, slot, val))
+		b = cpages_find(&c->pages, val, &slot);
+	last_get.ptr = NULL;
+	if (!b)
 		return -EINVAL;
 	e = atomic_load_explicit(&b->slot[slot], memory_order_acquire);
 	if (!e)
