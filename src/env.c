@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "env.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -155,9 +156,11 @@ static void read_env(void)
 	}
 }
 
-/* Lock order: purge engine, file registry and files, region table. */
+/* Lock order: the cache list, purge engine, file registry and files,
+ * region table. */
 static void fork_prepare(void)
 {
+	cache_fork_prepare();
 	purge_fork_prepare();
 	vfile_fork_prepare();
 	region_fork_prepare();
@@ -168,6 +171,7 @@ static void fork_parent(void)
 	region_fork_parent();
 	vfile_fork_done();
 	purge_fork_done();
+	cache_fork_parent();
 }
 
 static void fork_child(void)
@@ -175,6 +179,7 @@ static void fork_child(void)
 	region_fork_child();
 	vfile_fork_child();
 	purge_fork_done();
+	cache_fork_child();
 }
 
 static void init_basic_once(void)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "any_mapping.h"
+#include "cache.h"
 #include "file_state.h"
 #include "purge.h"
 #include "region.h"
@@ -78,6 +79,8 @@ uint64_t purge_run(uint64_t bytes)
 	if (bytes == 0)
 		return 0;
 	vr_init_basic();
+	/* Caches defer making released values volatile: not past a purge. */
+	cache_flush_all();
 	pthread_mutex_lock(&purge_lock);
 	/* What the application unmapped since is forgotten, not purged. */
 	anymap_sweep();

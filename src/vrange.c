@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "any_mapping.h"
+#include "cache.h"
 #include "config.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -168,8 +169,10 @@ int vrange_get_stats(struct vrange_stats *out)
 	if (!out)
 		return -EINVAL;
 	vr_init_basic();
+	cache_flush_all(); /* released cache values count as volatile */
 	memset(out, 0, sizeof(*out));
-	out->regions = region_count();
+	/* A cache's regions are its own business, not the caller's. */
+	out->regions = region_count() - cache_region_count();
 	anymap_sweep(); /* memory unmapped since is counted no longer */
 	vfile_totals(&out->files, &vol, &purged, &resident);
 	out->volatile_bytes = (vol + purged) << vr_page_shift;
