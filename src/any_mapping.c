@@ -869,11 +869,30 @@ struct discard_ctx {
 	uint64_t *freed;
 };
 
+static int first_volatile(const struct rt_range *rr, void *arg)
+{
+	if (rr->state != RT_VOLATILE)
+		return 0;
+	*(struct rt_range *)arg = *rr;
+	return 1;
+}
+
+/*
+ * Discard what is still volatile in [a, e): the chunk was chosen before
+ * munmap events were applied, which may have forgotten part of it (the
+ * old memory's marks) - that part is a newcomer's data now.
+ */
 static void discard_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
 {
 	struct discard_ctx *c = arg;
+	uint64_t p = a >> vr_page_shift, pe = e >> vr_page_shift;
+	struct rt_range rr;
 
-	discard_piece(c->f, a, e, wp, c->freed);
+	while (p < pe && rt_visit(&c->f->tree, p, pe, first_volatile, &rr) == 1) {
+		discard_piece(c->f, (uintptr_t)rr.start << vr_page_shift,
+			      (uintptr_t)rr.end << vr_page_shift, wp, c->freed);
+		p = rr.end;
+	}
 }
 
 void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
@@ -970,6 +989,18 @@ void anymap_sweep(void)
 	sweep_files();
 	sweep_anon();
 	vfile_sweep_orphans();
+}
+
+/* The monitor may run many passes in a burst: once per 100 ms is enough
+ * to notice what went, and discards check for themselves. */
+void anymap_sweep_for_purge(void)
+{
+	static _Atomic uint64_t last;
+	uint64_t now = vr_next_seq(), prev = atomic_load(&last);
+
+	if (now - prev < 100000000u || !atomic_compare_exchange_strong(&last, &prev, now))
+		return;
+	anymap_sweep();
 }
 
 /* ---- fork ---------------------------------------------------------------- */
