@@ -500,6 +500,20 @@ static int classify(uintptr_t addr)
 /* ---- vrange() ------------------------------------------------------------ */
 
 /*
+ * An munmap returned whose event is not applied yet: apply it before this
+ * call looks at the table, so the entry of the memory that went is gone
+ * and new memory at its address is learnt - and registered, so that its
+ * own munmap will be told - before anything is marked on it.
+ */
+static void settle_events(void)
+{
+	if (!events_on || !unmap_events_unsettled() || vfile_lock(anon_file) < 0)
+		return;
+	drain_events();
+	vfile_unlock(anon_file);
+}
+
+/*
  * Check that every page of [a, b) is mapped and of an accepted kind,
  * learning unknown mappings on the way.  -ENOENT wins over -EOPNOTSUPP.
  */
@@ -641,9 +655,11 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	 * checks that the address still maps that file (and, for a library
 	 * file, refuses its metadata pages).
 	 */
-	if (known_get(oa, &k) && ob <= k.end && !k.file) {
+	if (known_get(oa, &k) && ob <= k.end && !k.file &&
+	    !(events_on && unmap_events_unsettled())) {
 		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
 	} else {
+		settle_events();
 		r = validate(oa, ob);
 		if (r < 0)
 			return r;
