@@ -10,7 +10,10 @@
  * The first vrange() on a mapping asks the kernel what it is (vma_query) and
  * remembers the answer in a table of known mappings; later calls on known
  * anonymous memory make no system call, later calls on a known file mapping
- * check (one PROCMAP_QUERY) that the address still maps that file.  Before a purge discards anonymous memory it
+ * check (one PROCMAP_QUERY) that the address still maps that file.  The
+ * kernel tells of every munmap of anonymous memory we registered
+ * (unmap_events.h); until such an event is applied, calls take the slow
+ * path, which applies it.  Before a purge discards anonymous memory it
  * checks that the address still holds the mapping that was marked: the
  * mapping is registered (write-protect mode, which traps nothing) with a
  * userfaultfd of ours when it is first seen, and that registration vanishes
