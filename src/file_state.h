@@ -54,6 +54,10 @@ struct vfile {
 	struct rt_tree tree;      /* guarded by vfile_lock() */
 	void *arena;              /* process-local arena of the tree */
 	size_t arena_bytes;
+	int arena_fd;             /* the memfd behind it (-1: private memory):
+				   * vrangectl reads the tree there (publish.h) */
+	void *fork_copy;          /* the arena as fork() found it (atfork) */
+	uint32_t pub_slot;        /* its entry in the publication (publish.h) */
 	bool shared;              /* a library file: state inside it */
 	bool anon;                /* the process's anonymous memory: pages are
 				   * virtual page numbers, no file (any_mapping.c) */
@@ -130,6 +134,9 @@ int vfile_forget(dev_t dev, ino_t ino) VR_HIDDEN;
 /* Totals for stats: files with file-layer state, pages volatile/purged. */
 void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 		  uint64_t *resident_bytes) VR_HIDDEN;
+
+/* Rewrite f's entry in this process's publication (publish.h). */
+void vfile_publish(struct vfile *f) VR_HIDDEN;
 
 /* pthread_atfork handlers: hold every lock of this module across fork. */
 void vfile_fork_prepare(void) VR_HIDDEN;

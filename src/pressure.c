@@ -53,6 +53,7 @@
 
 #include "file_state.h"
 #include "pressure.h"
+#include "publish.h"
 #include "purge.h"
 #include "vrange.h"
 
@@ -1062,6 +1063,7 @@ int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 	vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
 out:
 	pthread_mutex_unlock(&mon_lock);
+	publish_status();
 	return r;
 }
 
@@ -1082,6 +1084,7 @@ int vrange_monitor_stop(void)
 		mon_running = false;
 	}
 	pthread_mutex_unlock(&mon_lock);
+	publish_status();
 	return 0;
 }
 

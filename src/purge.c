@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "file_state.h"
+#include "publish.h"
 #include "purge.h"
 #include "region.h"
 #include "vrange.h"
@@ -56,6 +57,7 @@ uint64_t purge_run(uint64_t bytes)
 	atomic_fetch_add(&n_purges, 1);
 	atomic_fetch_add(&n_purged_total, freed);
 	pthread_mutex_unlock(&purge_lock);
+	publish_status();
 	return freed;
 }
 
@@ -80,6 +82,7 @@ ssize_t vrange_region_purge(vrange_region *r)
 	atomic_fetch_add(&n_purges, 1);
 	atomic_fetch_add(&n_purged_total, freed);
 	pthread_mutex_unlock(&purge_lock);
+	publish_status();
 	if (rc < 0)
 		return rc;
 	return freed > SSIZE_MAX ? SSIZE_MAX : (ssize_t)freed;
@@ -88,11 +91,13 @@ ssize_t vrange_region_purge(vrange_region *r)
 void purge_note_pressure_event(void)
 {
 	atomic_fetch_add(&n_events, 1);
+	publish_status();
 }
 
 void purge_note_refill(uint64_t pages)
 {
 	atomic_fetch_add(&n_refills, pages);
+	publish_status();
 }
 
 void purge_get_counters(struct purge_counters *out)
