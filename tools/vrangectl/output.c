@@ -197,7 +197,7 @@ int vc_json_print(struct json_object *doc)
 
 void vc_print_list(FILE *out, const struct vc_proc *p, size_t n)
 {
-	char a[16], b[16], c[16], cm[20];
+	char a[16], b[16], c[16], cm[20], ps[20];
 
 	fprintf(out, "%7s %-16s %7s %5s %6s %10s %10s %10s %-6s %-10s %s\n", "PID",
 		"COMMAND", "REGIONS", "FILES", "CACHES", "VOLATILE", "PURGED",
@@ -210,7 +210,7 @@ void vc_print_list(FILE *out, const struct vc_proc *p, size_t n)
 			vc_human(p[i].volatile_bytes, a, sizeof(a)),
 			vc_human(p[i].purged_bytes, b, sizeof(b)),
 			vc_human(p[i].resident_bytes, c, sizeof(c)), vc_access(&p[i]),
-			printable(p[i].hdr.pressure_source, cm, sizeof(cm)),
+			printable(p[i].hdr.pressure_source, ps, sizeof(ps)),
 			p[i].hdr.monitor ? "on" : "off");
 }
 
