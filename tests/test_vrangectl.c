@@ -540,7 +540,7 @@ static void fill_hdr(struct pub_hdr *h, uint32_t nfiles)
 static int bad_arena(unsigned int seed, bool header_ok)
 {
 	size_t bytes = rt_arena_bytes(64);
-	char *a = aligned_alloc(64, bytes);
+	char *a = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 	struct rt_tree t;
 	int fd = memfd_create("vrange-local", 0);
 

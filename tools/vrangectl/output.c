@@ -216,12 +216,13 @@ void vc_print_list(FILE *out, const struct vc_proc *p, size_t n)
 
 void vc_print_show(FILE *out, const struct vc_proc *p, bool ranges)
 {
-	char a[16], b[16], c[16], d[16], nm[41], cm[20];
+	char a[16], b[16], c[16], d[16], nm[41], cm[20], ps[20];
 
 	fprintf(out, "pid %d (%s): %" PRIu64 " regions, %" PRIu64 " files, "
 		"monitor %s, pressure source %s\n", p->pid,
 		printable(p->comm, cm, sizeof(cm)), p->regions, p->files,
-		p->hdr.monitor ? "on" : "off", p->hdr.pressure_source);
+		p->hdr.monitor ? "on" : "off",
+		printable(p->hdr.pressure_source, ps, sizeof(ps)));
 	fprintf(out, "%-9s %-40s %10s %10s %10s %10s %7s %10s\n", "KIND", "NAME",
 		"SIZE", "VOLATILE", "PURGED", "RESIDENT", "RANGES", "OLDEST");
 	for (size_t i = 0; i < p->nobj; i++) {
