@@ -16,6 +16,7 @@ need_pkgs() {
 		asan) [ -n "$(find /usr/lib -name 'libasan.so*' 2>/dev/null | head -n 1)" ] ||
 			missing="$missing libasan8" ;;
 		util-linux) command -v setpriv >/dev/null 2>&1 || missing="$missing util-linux" ;;
+		json-c) pkg-config --exists json-c 2>/dev/null || missing="$missing libjson-c-dev" ;;
 		esac
 	done
 	echo "$missing"
