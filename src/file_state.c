@@ -552,12 +552,17 @@ static bool older(const struct rt_range *a, const struct rt_range *b)
 
 struct vfile *vfile_pick_oldest(struct rt_range *oldest)
 {
+	return vfile_pick_oldest_of(oldest, false);
+}
+
+struct vfile *vfile_pick_oldest_of(struct rt_range *oldest, bool skip_shared)
+{
 	struct vfile *best = NULL;
 	struct rt_range best_r = { 0 }, rr;
 
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next) {
-		if (vfile_peek_oldest(f, &rr) <= 0)
+		if ((skip_shared && f->shared) || vfile_peek_oldest(f, &rr) <= 0)
 			continue;
 		if (!best || older(&rr, &best_r)) {
 			best = f;
@@ -587,6 +592,21 @@ void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 		*resident_bytes += allocated_bytes(f->fd);
 	}
 	pthread_mutex_unlock(&registry_lock);
+}
+
+uint64_t vfile_unshared_volatile_pages(void)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next) {
+		if (!f->shared && vfile_lock(f) == 0) {
+			n += rt_volatile_pages(&f->tree);
+			vfile_unlock(f);
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return n;
 }
 
 int vfile_forget(dev_t dev, ino_t ino)

@@ -125,6 +125,10 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 /* The file whose oldest volatile range comes first in the global purge
  * order, with a reference taken; NULL when nothing is volatile anywhere. */
 struct vfile *vfile_pick_oldest(struct rt_range *oldest) VR_HIDDEN;
+/* The same, optionally passing over library files (a coordinator has them). */
+struct vfile *vfile_pick_oldest_of(struct rt_range *oldest, bool skip_shared) VR_HIDDEN;
+/* RT_VOLATILE pages of the files that are not library files (+ anonymous). */
+uint64_t vfile_unshared_volatile_pages(void) VR_HIDDEN;
 
 /* The file layer starts keeping state for f: it takes its own reference. */
 int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;

@@ -23,6 +23,11 @@ static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
 
 uint64_t purge_run(uint64_t bytes)
 {
+	return purge_run_of(bytes, false);
+}
+
+uint64_t purge_run_of(uint64_t bytes, bool skip_shared)
+{
 	uint64_t freed = 0, pages = 0, pass_start;
 	struct rt_range oldest;
 
@@ -40,7 +45,7 @@ uint64_t purge_run(uint64_t bytes)
 		uint64_t left = bytes - freed;
 		/* Round up to pages without wrapping for bytes near SIZE_MAX. */
 		uint64_t want = (left >> vr_page_shift) + ((left & (vr_page_size - 1)) != 0);
-		struct vfile *f = vfile_pick_oldest(&oldest);
+		struct vfile *f = vfile_pick_oldest_of(&oldest, skip_shared);
 		int r;
 
 		if (!f)

@@ -20,11 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "coordinator.h"
 #include "file_state.h"
 #include "publish.h"
 #include "range_tree.h"
@@ -667,11 +670,85 @@ static void test_hostile(const char *self)
 	}
 }
 
+/* Bind the coordinator address of uid 0 and listen, as whoever runs us. */
+static int squat(void)
+{
+	struct sockaddr_un sa;
+	unsigned int len = coord_address(0, &sa);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 8) < 0)
+		return 1;
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+static bool wait_for(bool want, double secs)
+{
+	double end = now_s() + secs;
+
+	while (now_s() < end) {
+		if (coord_check(geteuid(), NULL) == want)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* A coordinator is recognised by the kernel's word on its owner; one of
+ * another user is not; when it goes, the processes take over at once. */
+static void test_coordinator(const char *self)
+{
+	char *fg[] = { (char *)ctl, "coordinate", "--foreground", NULL };
+	char *sq[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		       (char *)self, "squat", NULL };
+	struct tgt t;
+	pid_t c;
+	char *out;
+	int st;
+
+	CHECK(!coord_check(geteuid(), NULL), "no coordinator at the start");
+	c = fork();
+	if (c == 0) {
+		execv(fg[0], fg);
+		_exit(127);
+	}
+	CHECK(wait_for(true, 5), "a coordinator of our own user is recognised");
+	st = run(&out, 10, NULL, "coordinate", "--foreground", NULL);
+	CHECK(st == 1, "a second coordinator refuses: exit %d", st);
+	free(out);
+	kill(c, SIGTERM);
+	waitpid(c, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "coordinator exits 0 on SIGTERM");
+	CHECK(wait_for(false, 0.2), "its end is seen at once");
+	CHECK(!coord_present() || (usleep(300000), !coord_present()),
+	      "coord_present drops it within a second");
+	if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
+		fprintf(stderr, "SKIP squatting case: needs root and setpriv\n");
+		return;
+	}
+	t = spawn(sq);
+	{
+		uid_t owner;
+
+		CHECK(!coord_check(0, &owner) && owner == 65534,
+		      "an address held by another user is not obeyed (owner %d)", (int)owner);
+	}
+	st = run(&out, 10, NULL, "coordinate", "--foreground", NULL);
+	CHECK(st == 1, "coordinate with the address squatted: exit %d", st);
+	free(out);
+	stop(&t);
+}
+
 int main(int argc, char **argv)
 {
 	page = sysconf(_SC_PAGESIZE);
 	if (argc == 3 && !strcmp(argv[1], "hostile"))
 		return hostile(atoi(argv[2]));
+	if (argc == 2 && !strcmp(argv[1], "squat"))
+		return squat();
 	if (argc != 3) {
 		fprintf(stderr, "usage: test-vrangectl VRANGECTL TARGET\n");
 		return 2;
@@ -687,6 +764,7 @@ int main(int argc, char **argv)
 	test_not_library();
 	test_other_user();
 	test_hostile(argv[0]);
+	test_coordinator(argv[0]);
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);
 	return failures ? 1 : 0;
