@@ -11,6 +11,8 @@
  *   anon KIB                     -> ok ADDR   (written, marked volatile)
  *   file KIB                     -> ok        (foreign memfd, file layer)
  *   stats                        -> ok REGIONS FILES VOLATILE PURGED
+ *   alloc MIB                    -> ok        (plain memory, written at
+ *                                               about 1 MiB per ms)
  *   churn I NPAGES MS            -> ok ROUNDS PURGED BAD
  *       mark/unmark page after page for MS milliseconds; after an
  *       "intact" answer the page must hold what was written (BAD counts
@@ -127,6 +129,17 @@ static void command(char *line)
 		printf("ok %llu %llu %llu %llu\n", (unsigned long long)st.regions,
 		       (unsigned long long)st.files, (unsigned long long)st.volatile_bytes,
 		       (unsigned long long)st.purged_bytes);
+	} else if (sscanf(line, "alloc %lu", &a) == 1) {
+		for (unsigned long i = 0; i < a; i++) {
+			char *p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+			if (p == MAP_FAILED)
+				break;
+			memset(p, 0x33, 1 << 20);
+			usleep(1000);
+		}
+		printf("ok\n");
 	} else if (sscanf(line, "churn %lu %lu %lu", &a, &b, &c) == 3 && get(a)) {
 		churn(get(a), b, c);
 	} else if (!strncmp(line, "quit", 4)) {
