@@ -402,7 +402,6 @@ static int read_object(pid_t pid, const struct pub_file *e, struct vc_object *o,
 		       enum vc_depth depth)
 {
 	struct stat st;
-	int fd;
 
 	memset(o, 0, sizeof(*o));
 	o->pf = *e;
@@ -413,17 +412,21 @@ static int read_object(pid_t pid, const struct pub_file *e, struct vc_object *o,
 		o->kind = VC_ANON;
 		snprintf(o->name, sizeof(o->name), "[anonymous]");
 	} else {
-		fd = vc_open_proc_fd(pid, e->user_fd, O_RDONLY, false, &st);
-		if (fd < 0)
+		char path[64];
+
+		/* stat follows the link without opening anything (a FIFO or a
+		 * device is never opened); list needs no more. */
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, e->user_fd);
+		if (e->user_fd > MAX_FD || stat(path, &st) < 0 || !S_ISREG(st.st_mode))
 			return -EIO; /* closed since, or not what it says */
-		close(fd);
 		if ((uint64_t)st.st_dev != e->dev || (uint64_t)st.st_ino != e->ino)
 			return -EIO;
 		o->kind = e->flags & PUB_CACHE ? VC_CACHE :
 			  (e->flags & PUB_SHARED) || e->regions ? VC_REGION : VC_FILE;
 		o->size = e->user_size ? e->user_size : (uint64_t)st.st_size;
 		o->resident_bytes = (uint64_t)st.st_blocks * 512;
-		read_name(pid, e->user_fd, o->name, sizeof(o->name));
+		if (depth > VC_TOTALS)
+			read_name(pid, e->user_fd, o->name, sizeof(o->name));
 	}
 	read_state(pid, o, depth);
 	return 0;
