@@ -351,6 +351,6 @@ int vc_cmd_coordinate(int argc, char **argv)
 	close(lfd);
 	return 0;
 bad:
-	fputs("usage: vrangectl coordinate [--foreground]\n", stderr);
+	fputs("usage: vrangectl coordinate [--foreground] [--verbose]\n", stderr);
 	return 2;
 }

@@ -24,7 +24,7 @@ static const char usage_text[] =
 	"       vrangectl show PID [--ranges] [--json]\n"
 	"       vrangectl purge [--pid PID] (--bytes N[K|M|G] | --all) [--json]\n"
 	"       vrangectl watch [--interval SECONDS]\n"
-	"       vrangectl coordinate [--foreground]\n"
+	"       vrangectl coordinate [--foreground] [--verbose]\n"
 	"       vrangectl --help | --version\n";
 
 static const char help_text[] =
@@ -46,7 +46,8 @@ static const char help_text[] =
 	"  watch       the list, refreshed every --interval seconds (default 1)\n"
 	"  coordinate  one memory-pressure watcher for every process of this user;\n"
 	"              their own monitors leave library files to it while it runs;\n"
-	"              runs in the background unless --foreground\n"
+	"              runs in the background unless --foreground; --verbose logs\n"
+	"              each purge on stderr\n"
 	"\n"
 	"  --json      one JSON document on stdout\n"
 	"\n"
