@@ -86,18 +86,26 @@ static int keep_spare(struct vfile *f)
  * marking paths (publish.h).  Without a memfd, private memory still works
  * (the state is then not visible from outside).
  */
+/* A memfd arena starts this big: its pages cost nothing until the tree
+ * uses them, and a mapping of 16 pages never lands in the few-page hole an
+ * application just unmapped (where vrange() would then meet it). */
+#define MEMFD_ARENA_MIN (64u << 10)
+
 static int arena_create(struct vfile *f)
 {
 	size_t bytes = rt_arena_bytes(INITIAL_NODES);
 	int fd = memfd_create("vrange-local", MFD_CLOEXEC);
 	void *p = MAP_FAILED;
 
+	if (fd >= 0 && bytes < MEMFD_ARENA_MIN)
+		bytes = MEMFD_ARENA_MIN;
 	if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0)
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		if (fd >= 0)
 			close(fd);
 		fd = -1;
+		bytes = rt_arena_bytes(INITIAL_NODES);
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	}
