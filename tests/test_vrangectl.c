@@ -742,6 +742,85 @@ static void test_coordinator(const char *self)
 	stop(&t);
 }
 
+static uint64_t object_purged(pid_t pid, const char *kind)
+{
+	json_object *show = run_json(20, NULL, "show", pids(2, pid), "--json", NULL);
+	json_object *o = object_named(show, kind, NULL);
+	uint64_t v = o ? jget(o, "purged_bytes") : UINT64_MAX;
+
+	json_object_put(show);
+	return v;
+}
+
+/*
+ * Hand-over and take-back, end to end: a process whose own monitor sees
+ * critical memory (a fake /proc/meminfo) purges its anonymous memory but
+ * leaves its region to a running coordinator (which sees no pressure);
+ * once the coordinator is gone, the monitor purges the region too.
+ */
+static void test_handover(void)
+{
+	char root[128], path[192], env_root[160];
+	char *fg[] = { (char *)ctl, "coordinate", "--foreground", NULL };
+	char *argv[] = { "env", "VRANGE_MONITOR=1", env_root, (char *)target_bin, NULL };
+	FILE *f;
+	struct tgt t;
+	double end;
+	pid_t c;
+	uint64_t anon = UINT64_MAX, reg = UINT64_MAX;
+
+	snprintf(root, sizeof(root), "/tmp/vrangectl-fake-%d", (int)getpid());
+	snprintf(path, sizeof(path), "%s/proc", root);
+	mkdir(root, 0755);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/proc/meminfo", root);
+	f = fopen(path, "w");
+	fprintf(f, "MemTotal: 16777216 kB\nMemFree: 102400 kB\nMemAvailable: 102400 kB\n");
+	fclose(f);
+	snprintf(env_root, sizeof(env_root), "VRANGE_FS_ROOT=%s", root);
+	c = fork();
+	if (c == 0) {
+		execv(fg[0], fg);
+		_exit(127);
+	}
+	CHECK(wait_for(true, 5), "coordinator up");
+	t = spawn(argv);
+	cmd(&t, "region handed 1024 zero");
+	cmd(&t, "mark 0 0 256");
+	cmd(&t, "anon 256");
+	for (end = now_s() + 5; now_s() < end; usleep(50000)) {
+		anon = object_purged(t.pid, "anonymous");
+		if (anon == 256 << 10)
+			break;
+	}
+	usleep(300000);
+	reg = object_purged(t.pid, "region");
+	CHECK(anon == 256 << 10, "the monitor purged the anonymous memory (%llu)",
+	      (unsigned long long)anon);
+	CHECK(reg == 0, "and left the region to the coordinator (%llu purged)",
+	      (unsigned long long)reg);
+	kill(c, SIGTERM);
+	waitpid(c, NULL, 0);
+	{
+		double t0 = now_s();
+
+		for (end = now_s() + 5; now_s() < end; usleep(20000)) {
+			reg = object_purged(t.pid, "region");
+			if (reg == 1u << 20)
+				break;
+		}
+		CHECK(reg == 1u << 20, "without the coordinator the monitor takes the region (%llu)",
+		      (unsigned long long)reg);
+		fprintf(stderr, "hand-over: monitor took the region back %.2f s after the "
+			"coordinator ended\n", now_s() - t0);
+	}
+	stop(&t);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/proc", root);
+	rmdir(path);
+	rmdir(root);
+}
+
 int main(int argc, char **argv)
 {
 	page = sysconf(_SC_PAGESIZE);
@@ -765,6 +844,7 @@ int main(int argc, char **argv)
 	test_other_user();
 	test_hostile(argv[0]);
 	test_coordinator(argv[0]);
+	test_handover();
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);
 	return failures ? 1 : 0;
