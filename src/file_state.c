@@ -87,8 +87,8 @@ static int keep_spare(struct vfile *f)
  * (the state is then not visible from outside).
  */
 /* A memfd arena starts this big: its pages cost nothing until the tree
- * uses them, and a mapping of 16 pages never lands in the few-page hole an
- * application just unmapped (where vrange() would then meet it). */
+ * uses them, and it rarely has to grow.  (vrange() never takes it for
+ * the application's memory wherever it lands: any_mapping.c.) */
 #define MEMFD_ARENA_MIN (64u << 10)
 
 static int arena_create(struct vfile *f)

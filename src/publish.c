@@ -43,8 +43,7 @@ static size_t bytes_for(size_t cap)
 static bool create(void)
 {
 	/* 64 KiB (pages untouched cost nothing): room for over a thousand
-	 * files, and never placed in a small hole the application just
-	 * unmapped. */
+	 * files before it has to grow. */
 	size_t cap = ((64u << 10) - sizeof(struct pub_hdr)) / sizeof(struct pub_file);
 	int fd = memfd_create(PUB_NAME, MFD_CLOEXEC);
 	void *p = MAP_FAILED;
