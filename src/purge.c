@@ -101,8 +101,9 @@ void purge_note_pressure_event(void)
 
 void purge_note_refill(uint64_t pages)
 {
+	/* Not published here: the fault thread goes straight back to sleep
+	 * (the count reaches the publication with the next slow path). */
 	atomic_fetch_add(&n_refills, pages);
-	publish_status();
 }
 
 void purge_get_counters(struct purge_counters *out)
