@@ -669,7 +669,7 @@ void vfile_publish(struct vfile *f)
 	};
 
 	e.flags = (f->shared ? PUB_SHARED : 0) | (f->anon ? PUB_ANON : 0) |
-		  (f->fd_layer ? PUB_FD_LAYER : 0);
+		  (f->fd_layer ? PUB_FD_LAYER : 0) | (f->cache ? PUB_CACHE : 0);
 	e.user_size = f->shared ? f->sh.user_size : 0;
 	pthread_mutex_lock(&f->lock);
 	for (struct vmap *m = f->maps; m; m = m->next) {

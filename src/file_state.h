@@ -58,6 +58,8 @@ struct vfile {
 				   * vrangectl reads the tree there (publish.h) */
 	void *fork_copy;          /* the arena as fork() found it (atfork) */
 	uint32_t pub_slot;        /* its entry in the publication (publish.h) */
+	bool cache;               /* backs a purgeable cache: set it, then call
+				   * vfile_publish() (vrangectl shows "cache") */
 	bool shared;              /* a library file: state inside it */
 	bool anon;                /* the process's anonymous memory: pages are
 				   * virtual page numbers, no file (any_mapping.c) */
