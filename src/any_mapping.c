@@ -335,6 +335,23 @@ static bool is_special(const struct vma *v)
 	return v->name[0] == '[' && v->name[1] == 'v';
 }
 
+/*
+ * The library's own memfds (range trees, vrangectl's publication): never
+ * the application's memory, so never marked (an address that lands there
+ * is a stale pointer; marking would let a purge punch the library's state).
+ */
+static bool is_library_internal(const struct vma *v)
+{
+	static const char *const own[] = { "/memfd:vrange-local", "/memfd:vrange-state",
+					   "/memfd:vrange-pub" };
+
+	for (size_t i = 0; v->shared && i < sizeof(own) / sizeof(own[0]); i++)
+		if (!strncmp(v->name, own[i], strlen(own[i])) &&
+		    (v->name[strlen(own[i])] == ' ' || !v->name[strlen(own[i])]))
+			return true;
+	return false;
+}
+
 /* A descriptor for the file behind a shared mapping, or -errno. */
 static int open_mapped_file(const struct vma *v)
 {
@@ -480,6 +497,8 @@ static int classify(uintptr_t addr)
 		return r;
 	if (is_special(&v))
 		return -EOPNOTSUPP;
+	if (is_library_internal(&v))
+		return -ENOENT;
 	k.start = v.start;
 	k.end = v.end;
 	if (v.shared) {

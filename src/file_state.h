@@ -61,6 +61,12 @@ struct vfile {
 	struct rt_tree tree;      /* guarded by vfile_lock() */
 	void *arena;              /* process-local arena of the tree */
 	size_t arena_bytes;
+	int arena_fd;             /* the memfd behind it (-1: private memory):
+				   * vrangectl reads the tree there (publish.h) */
+	void *fork_copy;          /* the arena as fork() found it (atfork) */
+	uint32_t pub_slot;        /* its entry in the publication (publish.h) */
+	bool cache;               /* backs a purgeable cache: set it, then call
+				   * vfile_publish() (vrangectl shows "cache") */
 	bool shared;              /* a library file: state inside it */
 	bool anon;                /* the process's anonymous memory: pages are
 				   * virtual page numbers, no file (any_mapping.c) */
@@ -160,9 +166,12 @@ struct purge_cand {
 	struct rt_range oldest;
 };
 
-/* Every file with something volatile, each with a reference taken: the
- * count (and *out, to free), or -ENOMEM. */
-ssize_t vfile_oldest_all(struct purge_cand **out) VR_HIDDEN;
+/* Every file with something volatile (library files passed over when
+ * skip_shared), each with a reference taken: the count (and *out, to
+ * free), or -ENOMEM. */
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared) VR_HIDDEN;
+/* RT_VOLATILE pages of the files that are not library files (+ anonymous). */
+uint64_t vfile_unshared_volatile_pages(void) VR_HIDDEN;
 
 /* The file layer starts keeping state for f: it takes its own reference. */
 int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;
@@ -172,6 +181,9 @@ int vfile_forget(dev_t dev, ino_t ino) VR_HIDDEN;
 /* Totals for stats: files with file-layer state, pages volatile/purged. */
 void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 		  uint64_t *resident_bytes) VR_HIDDEN;
+
+/* Rewrite f's entry in this process's publication (publish.h). */
+void vfile_publish(struct vfile *f) VR_HIDDEN;
 
 /* pthread_atfork handlers: hold every lock of this module across fork. */
 void vfile_fork_prepare(void) VR_HIDDEN;
