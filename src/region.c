@@ -47,6 +47,12 @@ int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 {
 	uint64_t mask = vr_page_size - 1, last;
 
+	/* Nothing asked, nothing touched, wherever off points: rounding an
+	 * empty range outward would name the page around off. */
+	if (len == 0) {
+		*start = *end = 0;
+		return 0;
+	}
 	if (off > UINT64_MAX - len || off + len > size)
 		return -EINVAL;
 	last = off + len;
@@ -272,12 +278,14 @@ int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
 	size_t rsize;
 	int ret, nfd;
 
-	vr_init();
 	if (!out)
 		return -EINVAL;
+	/* Before start-up can open a descriptor in a number the caller has
+	 * just closed (see fd_layer_begin in vrange.c). */
 	ret = shmem_check_fd(fd, &st);
 	if (ret < 0)
 		return ret;
+	vr_init();
 	ret = choose_access(flags, &access);
 	if (ret < 0)
 		return ret;

@@ -41,9 +41,13 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 	uint64_t user_size;
 	int r;
 
-	vr_init();
+	/* The caller's fd first: start-up opens descriptors of its own (the
+	 * monitor's), and one of them could take the number of an fd the
+	 * caller has just closed - examined after it, that fd would not be
+	 * -EBADF but the library's own file. */
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -EBADF;
+	vr_init();
 	f = vfile_find(st.st_dev, st.st_ino);
 	r = f ? 0 : shmem_check_kind(fd, &st);
 	if (r == 0 && (off < 0 || len < 0))
