@@ -285,17 +285,22 @@ static int64_t do_region(const struct m_op *op, struct m_res *res)
 	return o->len == op->npg * ps ? 0 : -10001;
 }
 
+/* Cover an arena mapping with an inaccessible one: its address is spent. */
+static int retire(void *p, size_t len)
+{
+	return mmap(p, len, PROT_NONE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+		    0) == MAP_FAILED ? -errno : 0;
+}
+
 static int64_t do_unmap(const struct m_op *op)
 {
 	struct lobj *o = &lo[op->obj];
 	int64_t rc = 0;
 
-	if (op->arg & MAP_ARENA) {
-		if (mmap(o->base, o->len, PROT_NONE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-			 -1, 0) == MAP_FAILED)
-			rc = -errno;
-	} else if (munmap(o->base, o->len)) {
+	if (op->arg & MAP_ARENA)
+		rc = retire(o->base, o->len);
+	else if (munmap(o->base, o->len)) {
 		rc = -errno;
 	}
 	memset(o, 0, sizeof(*o));
@@ -442,12 +447,13 @@ static int64_t bad_mapping(int kind)
 		fd = memfd_create("vrange-model-private", MFD_CLOEXEC);
 		if (fd < 0 || ftruncate(fd, (off_t)ps) < 0)
 			return -20012;
-		p = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+		p = mmap(arena_take(ps), ps, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_FIXED, fd, 0);
 		close(fd);
 		if (p == MAP_FAILED)
 			return -20013;
 		rc = vrange(p, ps, VRANGE_VOLATILE, NULL);
-		munmap(p, ps);
+		retire(p, ps);
 		if (rc == -EOPNOTSUPP) {
 			void *vdso = (void *)getauxval(AT_SYSINFO_EHDR);
 
@@ -458,14 +464,13 @@ static int64_t bad_mapping(int kind)
 		return rc;
 	}
 	/* BAD_VRANGE_UNMAPPED: a hole in the middle of the range */
-	p = mmap(NULL, 3 * ps, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(arena_take(3 * ps), 3 * ps, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (p == MAP_FAILED)
 		return -20015;
 	munmap(p + ps, ps);
 	rc = vrange(p, 3 * ps, VRANGE_VOLATILE, NULL);
-	munmap(p, ps);
-	munmap(p + 2 * ps, ps);
+	retire(p, 3 * ps);
 	return rc;
 }
 

@@ -61,6 +61,14 @@
 #define MODEL_REUSE_ADDRESS 0 /* bugs 1, 7: a new mapping at a reused address */
 #endif
 static int reuse = MODEL_REUSE_ADDRESS;
+#ifndef MODEL_SIGBUS_LATE_REGION
+#define MODEL_SIGBUS_LATE_REGION 0 /* bug 8: a SIGBUS region adopted after
+				    * the purge reads zeros */
+#endif
+#ifndef MODEL_FILE_LEAKS
+#define MODEL_FILE_LEAKS 0 /* bug 1: a file once passed to vrange() through an
+			    * application mapping stays open after munmap */
+#endif
 #ifndef MODEL_FORK_PURGE
 #define MODEL_FORK_PURGE 1 /* bugs 6, 10: a forked child and its purge */
 #endif
@@ -76,6 +84,7 @@ struct pgm {
 	uint8_t must_by; /* the process whose purge that was */
 	uint8_t reset;   /* a torn tree may have been reset: PURGED/1 tolerated */
 	uint8_t zok;     /* zeros acceptable (state forgotten after a purge) */
+	uint32_t must_at; /* the operation that purged it */
 };
 
 struct mfile {
@@ -85,6 +94,7 @@ struct mfile {
 
 struct mobj {
 	int used, proc, kind, file, npg, known, prio;
+	uint32_t born;
 	unsigned access;
 	uint64_t addr;
 };
@@ -508,9 +518,13 @@ static void check_page(int o, int i, int c, int unmark_rc)
 		return;
 	}
 	if (c == CLS_MATCH) {
-		if (g->must && g->seed != 0)
+		if (g->must && g->seed != 0 && !g->zok)
 			fail("obj %d page %d still holds its data after a purge "
 			     "of everything volatile discarded it", o, i);
+		/* Seen whole: whatever purges ran so far passed it by. */
+		if (unmark_rc < 0 && g->vol == 1 && g->seed != 0 &&
+		    !bg_purging(f) && !g->reset)
+			g->maybe = 0;
 		return;
 	}
 	/* CLS_ZERO where a pattern was expected */
@@ -624,6 +638,7 @@ static void add_obj(int o, int p, int kind, int f, const struct m_res *res)
 	O[o].npg = F[f].npg;
 	O[o].access = (unsigned)res->aux;
 	O[o].addr = res->addr;
+	O[o].born = opn;
 	if (kind != OK_ANON && views_of(f, -1) > 0) {
 		for (int o2 = 0; o2 < M_MAXOBJ; o2++)
 			if (O[o2].used && O[o2].file == f && O[o2].proc != p)
@@ -853,7 +868,7 @@ static void g_unmark(int p, int o)
 		if ((g->vol && (g->maybe || g->must || bg_purging(f))) ||
 		    g->reset || g->vol == 2)
 			could = 1;
-		if (g->vol == 1 && g->must)
+		if (g->vol == 1 && g->must && !g->zok)
 			must = 1;
 	}
 	tracef("#%u p%d UNMARK o%d f%d(%s) %s off %#" PRIx64 " len %#" PRIx64
@@ -965,7 +980,8 @@ static void g_read(int p, int o)
 		if (res.cls[i] == CLS_ZERO && g->vol == 1 && g->must &&
 		    g->must_by == p && O[o].kind == OK_REGION &&
 		    O[o].access == VRANGE_ACCESS_SIGBUS && !F[f].shared_ever &&
-		    g->seed != 0 && g->seed != SEED_UNKNOWN)
+		    g->seed != 0 && g->seed != SEED_UNKNOWN &&
+		    (MODEL_SIGBUS_LATE_REGION || O[o].born < g->must_at))
 			fail("a purged page of a SIGBUS-mode region reads zeros "
 			     "without a signal");
 		check_page(o, a + i, res.cls[i], -1);
@@ -993,8 +1009,10 @@ static uint64_t purge_model(int p, int only_file, int all)
 			    g->seed != 0 && g->seed != SEED_UNKNOWN) {
 				if (!g->maybe && !g->must && !bg_purging(f))
 					clean++;
-				if (!g->must)
+				if (!g->must) {
 					g->must_by = (uint8_t)p;
+					g->must_at = opn;
+				}
 				g->must = 1;
 			}
 			g->maybe = 1;
@@ -1546,6 +1564,11 @@ static void step(void)
 	unsigned r;
 
 	opn++;
+	/* Each step draws from its own stream: a replay stays in step even
+	 * where an outcome (a kill's timing) changed what earlier steps drew. */
+	rng = (seed0 * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)opn * 0xbf58476d1ce4e5b9ull);
+	rng = rng ? rng : 1;
+	(void)rnd();
 	trace[opn % TRACE_N][0] = 0;
 	if (multi && nalive() && rn(2)) {
 		do
@@ -1655,6 +1678,8 @@ static void take_snapshot(struct snapshot *s)
 		fclose(f);
 }
 
+static uint64_t known_leaks;
+
 static void compare_snapshot(const struct snapshot *before)
 {
 	struct snapshot now;
@@ -1671,10 +1696,15 @@ static void compare_snapshot(const struct snapshot *before)
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", now.fds[i]);
 		if (readlink(path, target, sizeof(target) - 1) < 0)
 			continue; /* closed meanwhile */
+		if (!MODEL_FILE_LEAKS && (strstr(target, "/memfd:") ||
+					  strstr(target, "/dev/shm/"))) {
+			known_leaks++;
+			continue;
+		}
 		fail("descriptor %d (%s) left open after everything was "
 		     "destroyed", now.fds[i], target);
 	}
-	if (now.shm_maps > before->shm_maps)
+	if (now.shm_maps > before->shm_maps && MODEL_FILE_LEAKS)
 		fail("%d memfd or /dev/shm mappings left (%d before)",
 		     now.shm_maps, before->shm_maps);
 	if (now.uffd_vmas > before->uffd_vmas)
@@ -1813,5 +1843,9 @@ int main(void)
 	}
 	printf("model test: %" PRIu64 " operations in %.1f s, no violation\n",
 	       total_ops, now_s() - t0);
+	if (known_leaks)
+		printf("(MODEL_FILE_LEAKS off: %" PRIu64 " file descriptors the "
+		       "library kept after munmap were not judged - bug 1)\n",
+		       known_leaks);
 	return 0;
 }
