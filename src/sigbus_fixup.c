@@ -8,13 +8,20 @@
 #include <sys/mman.h>
 
 #include "file_state.h"
+#include "purge.h"
 #include "region.h"
 #include "sigbus_fixup.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sigaction previous;
-/* The last address this thread fixed: a second fault there is genuine. */
+/*
+ * The last address this thread fixed, and how many purge passes had run
+ * then: a second fault there with no purge in between is genuine (the
+ * marker was not the cause).  After a purge the same page may carry a new
+ * stale marker (purged here again, unmarked by another process again).
+ */
 static __thread uintptr_t last_fixed;
+static __thread uint64_t last_fixed_purges;
 
 /* Is the page at addr, in a SIGBUS-mode region, no longer purged? */
 static bool stale_marker(void *addr)
@@ -51,10 +58,14 @@ static void chain(int sig, siginfo_t *si, void *uc)
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
 	uintptr_t page = (uintptr_t)si->si_addr & ~(uintptr_t)(vr_page_size - 1);
+	struct purge_counters pc;
 
-	if (si->si_code == BUS_ADRERR && page != last_fixed &&
+	purge_get_counters(&pc); /* atomic loads: async-signal-safe */
+	if (si->si_code == BUS_ADRERR &&
+	    (page != last_fixed || pc.purges != last_fixed_purges) &&
 	    stale_marker(si->si_addr)) {
 		last_fixed = page;
+		last_fixed_purges = pc.purges;
 		madvise((void *)page, vr_page_size, MADV_DONTNEED);
 		return; /* the access is retried and now finds the page */
 	}

@@ -95,6 +95,8 @@ enum bad_kind {
 void model_exec_init(size_t page_size);
 void model_exec(const struct m_op *op, int recv_fd, struct m_res *res);
 void model_fill(void *page, uint32_t seed);
+/* Compare a page with pattern exp under the SIGBUS guard (enum cls). */
+uint8_t model_observe(const void *page, uint32_t exp);
 /* This process's descriptor of a file (to pass on), or -1. */
 int model_exec_fd(int file);
 /* Release whatever the executor still holds (a peer leaving). */

@@ -165,6 +165,11 @@ static uint8_t observe_page(const char *p, uint32_t exp)
 	return out;
 }
 
+uint8_t model_observe(const void *page, uint32_t exp)
+{
+	return observe_page(page, exp);
+}
+
 static int write_page(char *p, uint32_t seed)
 {
 	if (sigsetjmp(guard_jb, 1))
