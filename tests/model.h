@@ -97,6 +97,8 @@ void model_exec(const struct m_op *op, int recv_fd, struct m_res *res);
 void model_fill(void *page, uint32_t seed);
 /* Compare a page with pattern exp under the SIGBUS guard (enum cls). */
 uint8_t model_observe(const void *page, uint32_t exp);
+/* How often BAD_VRANGE_UNMAPPED's hole was filled by the library itself. */
+uint64_t model_exec_hole_filled(void);
 /* This process's descriptor of a file (to pass on), or -1. */
 int model_exec_fd(int file);
 /* Release whatever the executor still holds (a peer leaving). */
