@@ -88,13 +88,14 @@ static int arena_create(struct vfile *f)
  * allows it, so nothing we do moves the application's file offset; else a
  * dup of a descriptor that is open for writing (punching needs that).
  */
-static int own_descriptor(int fd)
+static int own_descriptor(int fd, bool *own_ofd)
 {
 	char path[64];
 	int nfd, fl;
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	nfd = open(path, O_RDWR | O_CLOEXEC);
+	*own_ofd = nfd >= 0;
 	if (nfd >= 0)
 		return nfd;
 	fl = fcntl(fd, F_GETFL);
@@ -130,7 +131,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	f->ino = st->st_ino;
 	f->refs = 1;
 	pthread_mutex_init(&f->lock, NULL);
-	r = own_descriptor(fd);
+	r = own_descriptor(fd, &f->own_ofd);
 	if (r < 0)
 		goto fail;
 	f->fd = r;
@@ -212,25 +213,98 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	return r;
 }
 
-void vfile_put(struct vfile *f)
+void vfile_ref(struct vfile *f)
 {
-	struct vfile **pp;
+	atomic_fetch_add(&f->refs, 1);
+}
 
-	if (!f)
-		return;
+void vfile_note_app_mapped(struct vfile *f)
+{
 	pthread_mutex_lock(&registry_lock);
-	if (--f->refs > 0) {
-		pthread_mutex_unlock(&registry_lock);
-		return;
+	f->app_mapped = true;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static bool has_state(struct vfile *f)
+{
+	bool any = true; /* a lock that cannot be had: assume there is */
+
+	if (vfile_lock(f) == 0) {
+		any = rt_volatile_pages(&f->tree) + rt_purged_pages(&f->tree) > 0;
+		vfile_unlock(f);
 	}
-	for (pp = &registry; *pp; pp = &(*pp)->next) {
+	return any;
+}
+
+/*
+ * Can nobody but us reach the file any more?  It has no name, and a write
+ * lease - refused while any other open file description of the file is
+ * open for writing, the application's mappings' included - can be had on
+ * our own.  The lease is let go at once; it has no owner to signal.  Any
+ * doubt (a descriptor that is a dup, no lease rights) says "reachable".
+ */
+static bool file_unreachable(struct vfile *f)
+{
+	struct stat st;
+	bool gone;
+
+	if (!f->own_ofd || fstat(f->fd, &st) < 0 || st.st_nlink > 0)
+		return false;
+	gone = fcntl(f->fd, F_SETLEASE, F_WRLCK) == 0;
+	if (gone)
+		fcntl(f->fd, F_SETLEASE, F_UNLCK);
+	return gone;
+}
+
+/* Keep f, reference-less, for the state that belongs to its file?
+ * Registry lock held. */
+static bool keep_orphan(struct vfile *f)
+{
+	return f->app_mapped && !f->anon && has_state(f) && !file_unreachable(f);
+}
+
+static void registry_unlink(struct vfile *f)
+{
+	for (struct vfile **pp = &registry; *pp; pp = &(*pp)->next) {
 		if (*pp == f) {
 			*pp = f->next;
 			break;
 		}
 	}
+}
+
+void vfile_put(struct vfile *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&registry_lock);
+	if (atomic_fetch_sub(&f->refs, 1) > 1 || keep_orphan(f)) {
+		pthread_mutex_unlock(&registry_lock);
+		return;
+	}
+	registry_unlink(f);
 	pthread_mutex_unlock(&registry_lock);
 	vfile_free(f);
+}
+
+void vfile_sweep_orphans(void)
+{
+	struct vfile *dead = NULL, *f, *next;
+
+	pthread_mutex_lock(&registry_lock);
+	for (f = registry; f; f = next) {
+		next = f->next;
+		if (atomic_load(&f->refs) == 0 && !keep_orphan(f)) {
+			registry_unlink(f);
+			f->next = dead;
+			dead = f;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	for (f = dead; f; f = next) {
+		next = f->next;
+		vfile_free(f);
+	}
 }
 
 /* A foreign file's tree lock is never legitimately held this long. */
@@ -416,6 +490,17 @@ static uint64_t allocated_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Does f->fd still name f's file?  Its allocated bytes, too (one fstat). */
+static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
+{
+	struct stat st;
+
+	if (fstat(f->fd, &st) < 0 || st.st_dev != f->dev || st.st_ino != f->ino)
+		return false;
+	*bytes = (uint64_t)st.st_blocks * 512;
+	return true;
+}
+
 /*
  * Discard pages [start, end), which are volatile: the one place where data
  * goes away.  Caller holds the tree lock (see the comment at the top).
@@ -437,10 +522,18 @@ static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 	r = rt_mark_purged(&f->tree, start, end, NULL);
 	if (r < 0)
 		return r;
+	/* Our descriptor is a number the application could close behind our
+	 * back (a double close) and reopen as another file: punch only the
+	 * file it still names.  The pages stay recorded purged: nothing is
+	 * reported INTACT that was not kept, and nothing else is touched. */
+	if (!own_fd_is_file(f, &before)) {
+		vr_debug("the descriptor of file %lu names another file now: not punched",
+			 (unsigned long)f->ino);
+		return 0;
+	}
 	for (struct vmap *m = f->maps; m; m = m->next)
 		if (m->sigbus && off < m->size)
 			uffd_before_discard(m, off, len < m->size - off ? len : m->size - off);
-	before = allocated_bytes(f->fd);
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len) < 0)
 		vr_debug("punching %zu bytes at %zu failed: %s", len, off,

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "any_mapping.h"
 #include "file_state.h"
 #include "purge.h"
 #include "region.h"
@@ -29,6 +30,8 @@ uint64_t purge_run(uint64_t bytes)
 		return 0;
 	vr_init_basic();
 	pthread_mutex_lock(&purge_lock);
+	/* What the application unmapped since is forgotten, not purged. */
+	anymap_sweep();
 	/*
 	 * A pass considers what was volatile when it began: anonymous pages
 	 * that held no data are put back at the end of the order, and must

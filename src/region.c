@@ -212,6 +212,12 @@ static int region_open(int fd, size_t size, unsigned int access,
 		sigbus_fixup_install();
 	r->map.region = r;
 	vfile_add_map(r->file, &r->map);
+	/* Pages purged before this mapping existed must signal in it too.
+	 * Nobody can touch it yet (not returned, not in the table). */
+	if (r->map.sigbus && vfile_lock(r->file) == 0) {
+		uffd_map_joined(&r->map, &r->file->tree);
+		vfile_unlock(r->file);
+	}
 	ret = table_insert(r);
 	if (ret < 0)
 		goto fail_file;

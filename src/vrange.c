@@ -170,6 +170,7 @@ int vrange_get_stats(struct vrange_stats *out)
 	vr_init_basic();
 	memset(out, 0, sizeof(*out));
 	out->regions = region_count();
+	anymap_sweep(); /* memory unmapped since is counted no longer */
 	vfile_totals(&out->files, &vol, &purged, &resident);
 	out->volatile_bytes = (vol + purged) << vr_page_shift;
 	out->purged_bytes = purged << vr_page_shift;

@@ -406,6 +406,35 @@ START_TEST(remark_part_refreshes_part)
 }
 END_TEST
 
+/*
+ * The library keeps a descriptor of its own for every file it punches.  An
+ * application that closes that number by mistake (a double close) and
+ * opens another file there must not see a purge punch that other file.
+ */
+START_TEST(purge_never_punches_reused_descriptor)
+{
+	int fd = make_memfd(2), other = make_memfd(2), lib = -1;
+	struct stat st, o;
+
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(2 * ps)), 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	for (int i = 0; i < 1024 && lib < 0; i++)
+		if (i != fd && fstat(i, &o) == 0 && o.st_dev == st.st_dev &&
+		    o.st_ino == st.st_ino)
+			lib = i;
+	ck_assert_msg(lib >= 0, "the library's own descriptor of the file not found");
+	/* The application's double close, then a new file in that number. */
+	ck_assert_int_eq(dup2(other, lib), lib);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), 0);
+	ck_assert(page_intact(other, 0));
+	ck_assert(page_intact(other, 1));
+	/* What was volatile is not reported intact. */
+	ck_assert_int_ge(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(2 * ps)), 0);
+	close(fd);
+	close(other);
+}
+END_TEST
+
 /* ---- sharing: state belongs to the file -------------------------------- */
 
 START_TEST(shared_through_dup)
@@ -1044,6 +1073,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, purge_releases_memory);
 	tcase_add_test(tc, purge_bytes_partial);
 	tcase_add_test(tc, purge_zero);
+	tcase_add_test(tc, purge_never_punches_reused_descriptor);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("order");

@@ -1075,6 +1075,7 @@ START_TEST(vrange_address_errors)
 	ck_assert_msg(ret == -ENOENT || !unmapped(hole, 3 * ps), "hole vol %d", ret);
 	ret = vrange(hole, 3 * ps, VRANGE_NONVOLATILE, &purged);
 	ck_assert_msg(ret == -ENOENT || !unmapped(hole, 3 * ps), "hole nonvol %d", ret);
+	purged = 3; /* set above if the library's allocations filled the hole */
 	/* Kernel addresses are never mapped for a program. */
 	ck_assert_int_eq(vrange((void *)(uintptr_t)0xffff800000001000ULL, ps,
 				VRANGE_VOLATILE, NULL), -ENOENT);
