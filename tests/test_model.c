@@ -66,6 +66,11 @@ static int reuse = MODEL_REUSE_ADDRESS;
 				       * vrange_purge misses what another
 				       * process marked in the same clock tick */
 #endif
+#ifndef MODEL_PURGE_PAST_UNTOUCHED
+#define MODEL_PURGE_PAST_UNTOUCHED 0 /* new defect D3: a purge stops at
+				      * untouched anonymous pages it put back,
+				      * before higher-priority ranges */
+#endif
 #ifndef MODEL_SIGBUS_LATE_REGION
 #define MODEL_SIGBUS_LATE_REGION 0 /* bug 8: a SIGBUS region adopted while
 				    * its file has purged pages reads zeros */
@@ -91,6 +96,7 @@ struct pgm {
 	uint8_t zok;     /* zeros acceptable (state forgotten after a purge) */
 	uint32_t must_at; /* the operation that purged it */
 	uint8_t marked_by; /* the process that last marked it volatile */
+	int8_t prio;       /* the purge priority it was marked with */
 	uint64_t marked_ns;
 };
 
@@ -865,6 +871,8 @@ static void g_mark(int p, int o)
 		g->vol = 1;
 		g->marked_by = (uint8_t)p;
 		g->marked_ns = now_ns();
+		g->prio = (int8_t)(O[o].kind == OK_REGION && op.arg != HOW_FD
+					   ? O[o].prio : 0);
 	}
 }
 
@@ -1012,10 +1020,26 @@ static void g_read(int p, int o)
 	}
 }
 
+/* Does p hold anonymous volatile pages with no data (a purge puts them back)? */
+static int untouched_anon(int p)
+{
+	for (int f = 0; f < M_MAXFILE; f++)
+		if (F[f].used && F[f].kind == FK_ANON && F[f].owner == p)
+			for (int i = 0; i < F[f].npg; i++)
+				if (F[f].pg[i].vol && (F[f].pg[i].seed == 0 ||
+						       F[f].pg[i].seed == SEED_UNKNOWN ||
+						       F[f].pg[i].maybe ||
+						       F[f].pg[i].must))
+					return 1;
+	return 0;
+}
+
 /* Everything volatile process p's purges may reach: may be discarded. */
 static uint64_t purge_model(int p, int only_file, int all)
 {
 	uint64_t clean = 0;
+	int untouched = only_file < 0 && !MODEL_PURGE_PAST_UNTOUCHED &&
+			untouched_anon(p);
 
 	for (int f = 0; f < M_MAXFILE; f++) {
 		int sure;
@@ -1034,6 +1058,7 @@ static uint64_t purge_model(int p, int only_file, int all)
 			    (MODEL_PURGE_SEES_PEER_MARKS || only_file >= 0 ||
 			     g->marked_by == p ||
 			     now_ns() - g->marked_ns > 100000000u) &&
+			    (!untouched || g->prio <= 0) &&
 			    g->seed != 0 && g->seed != SEED_UNKNOWN) {
 				if (!g->maybe && !g->must && !bg_purging(f)) {
 					clean++;
@@ -1097,6 +1122,7 @@ static void g_prio(int p, int o)
 	tracef("#%u p%d PRIO o%d %d", opn, p, o, op.arg);
 	run_op(&op, &res, -1);
 	expect_rc(&res, 0, "set_priority");
+	O[o].prio = op.arg;
 }
 
 static void budget_off(int p)
@@ -1656,6 +1682,8 @@ static void step(void)
 			g_share(p);
 		else if (multi && nalive())
 			g_share(1 + (int)rn(M_MAXPROC - 1));
+	} else if (r < 975 && multi && rn(8)) {
+		g_read(p, o); /* peers come and go rarely: a fork is costly */
 	} else if (r < 960 && multi) {
 		if (p)
 			g_exit(p);
@@ -1668,8 +1696,8 @@ static void step(void)
 			g_spawn();
 	} else if (r < 980)
 		g_reap_zombie();
-	else if (r < 990 && p == 0)
-		g_fork();
+	else if (r < 982 && p == 0 && rn(4) == 0)
+		g_fork(); /* ~0.05%: a fork costs as much as a thousand steps */
 	else
 		g_read(p, o);
 }
