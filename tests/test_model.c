@@ -213,6 +213,8 @@ static void fail(const char *fmt, ...)
 	for (unsigned i = opn + 1; i <= opn + TRACE_N; i++)
 		if (trace[i % TRACE_N][0])
 			fprintf(stderr, "  %s\n", trace[i % TRACE_N]);
+	fprintf(stderr, "(%" PRIu64 " operations run before this one)\n",
+		total_ops);
 	fprintf(stderr,
 		"replay: VRANGE_MODEL_SEED=%" PRIu64 " VRANGE_MODEL_OPS=%u "
 		"VRANGE_MODEL_VERBOSE=1 VRANGE_MONITOR=0 <build>/tests/test-model\n",
