@@ -1982,7 +1982,7 @@ int main(void)
 		     seconds ? now_s() - t0 < (double)seconds : total_ops < nops;
 		     s++) {
 			run_seed(s, 20000, &base);
-			if (s % 50 == 0)
+			if (s % 5 == 0)
 				fprintf(stderr, "soak: seed %" PRIu64 ", %" PRIu64
 						" operations, %.0f s\n", s,
 					total_ops, now_s() - t0);
