@@ -490,7 +490,9 @@ static int64_t bad_mapping(int kind)
 		 */
 		vrange(p, 3 * ps, VRANGE_NONVOLATILE, NULL);
 		hole_filled++;
-		rc = -ENOENT;
+		retire(p, ps); /* not the middle page: it is the library's */
+		retire(p + 2 * ps, ps);
+		return -ENOENT;
 	}
 	retire(p, 3 * ps);
 	return rc;
