@@ -65,6 +65,8 @@ struct known {
 	uint64_t pgoff;       /* file page of start */
 	bool wp;              /* anon: identity registration in place */
 	uint64_t seen;        /* mark clock when it was learnt */
+	struct vmap *map;     /* file: armed for SIGBUS by purges (in the
+			       * file's mapping list); NULL if not */
 };
 
 /* The table is read without a lock on every vrange() call (seqlock.h);
@@ -220,7 +222,17 @@ static bool known_next(uintptr_t addr, bool files, struct known *out)
 	return found;
 }
 
-/* Add k, clipped to the gap around k->start; takes over k->file. */
+/* Take an entry's mapping out of its file's list. */
+static void drop_map(struct vfile *f, struct vmap *m)
+{
+	if (!m)
+		return;
+	vfile_del_map(f, m);
+	free(m);
+}
+
+/* Add k, clipped to the gap around k->start; takes over k->file and
+ * k->map. */
 static int known_add(struct known *k)
 {
 	struct seq_array *t;
@@ -240,6 +252,8 @@ static int known_add(struct known *k)
 		if (i < n && e[i].start < k->end)
 			k->end = e[i].start;
 	}
+	if (k->map)
+		k->map->size = k->map->first + (k->end - k->start);
 	r = seq_array_insert(&ktab, &known_seq, i, k, sizeof(*k));
 	if (r < 0)
 		goto drop;
@@ -247,17 +261,19 @@ static int known_add(struct known *k)
 	return 0;
 drop:
 	pthread_mutex_unlock(&known_write);
+	drop_map(k->file, k->map);
 	vfile_put(k->file);
 	return r;
 }
 
 /*
  * Cut [a, b) out of the known entries of one kind (file mappings when
- * files, else anonymous ones), splitting an entry that runs past either
- * end.  A file entry holds a reference to its file: a piece split off takes
- * one more, an entry removed whole gives its reference back (after the
- * table's mutex is let go: vfile_put takes the registry lock).  Entries
- * learnt at or after older_than (mark clock) are left alone.
+ * files, else anonymous ones), splitting an anonymous entry that runs past
+ * either end.  A file entry that overlaps goes whole, giving back its
+ * reference to the file and its armed mapping (after the table's mutex is
+ * let go: those take the registry and file locks); the mapping is learnt
+ * again when vrange() meets it.  Entries learnt at or after older_than
+ * (mark clock) are left alone.
  */
 static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than)
 {
@@ -265,6 +281,7 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than
 
 	while (again) {
 		struct vfile *put = NULL;
+		struct vmap *put_map = NULL;
 		struct seq_array *t;
 		struct known *e, tail;
 		size_t i;
@@ -277,8 +294,10 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than
 			if (!e[i].file != !files || e[i].seen >= older_than)
 				continue;
 			again = true; /* the array changes: look again from a */
-			if (a <= e[i].start && e[i].end <= b) { /* wholly inside */
+			/* A file entry goes whole: it is learnt again if need be. */
+			if (e[i].file || (a <= e[i].start && e[i].end <= b)) {
 				put = e[i].file;
+				put_map = e[i].map;
 				seq_array_remove(t, &known_seq, i, sizeof(*e));
 				break;
 			}
@@ -294,15 +313,13 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than
 			if (tail.start < a && b < tail.end) { /* a hole in the middle */
 				tail.pgoff += (b - tail.start) >> vr_page_shift;
 				tail.start = b;
-				if (tail.file)
-					vfile_ref(tail.file);
-				if (seq_array_insert(&ktab, &known_seq, i + 1, &tail,
-						     sizeof(tail)) < 0)
-					put = tail.file; /* forgotten: classified again */
+				/* (anonymous only: no file, no map) */
+				seq_array_insert(&ktab, &known_seq, i + 1, &tail, sizeof(tail));
 			}
 			break;
 		}
 		pthread_mutex_unlock(&known_write);
+		drop_map(put, put_map);
 		vfile_put(put);
 	}
 }
@@ -340,6 +357,26 @@ static int open_mapped_file(const struct vma *v)
 	return fd;
 }
 
+/*
+ * In SIGBUS mode a purge of the file arms this mapping too (contract 5:
+ * every application mapping passed to vrange()).  Where it cannot be
+ * registered (a read-only descriptor's mapping: EPERM; the application's
+ * own userfaultfd: EBUSY) the purge goes on and the mapping reads zeros.
+ */
+static struct vmap *arm_map(struct vfile *f, const struct vma *v)
+{
+	struct vmap *m;
+
+	if (!uffd_available() || !(m = calloc(1, sizeof(*m))))
+		return NULL;
+	m->base = (char *)(v->start - (uintptr_t)v->offset);
+	m->first = (size_t)v->offset;
+	m->size = (size_t)v->offset + (v->end - v->start);
+	m->sigbus = true;
+	vfile_add_map(f, m);
+	return m;
+}
+
 static int classify_shared(const struct vma *v, struct known *k)
 {
 	struct stat st;
@@ -360,6 +397,7 @@ static int classify_shared(const struct vma *v, struct known *k)
 	vfile_note_app_mapped(f);
 	k->file = f;
 	k->pgoff = v->offset >> vr_page_shift;
+	k->map = arm_map(f, v);
 	return 0;
 }
 
@@ -831,11 +869,30 @@ struct discard_ctx {
 	uint64_t *freed;
 };
 
+static int first_volatile(const struct rt_range *rr, void *arg)
+{
+	if (rr->state != RT_VOLATILE)
+		return 0;
+	*(struct rt_range *)arg = *rr;
+	return 1;
+}
+
+/*
+ * Discard what is still volatile in [a, e): the chunk was chosen before
+ * munmap events were applied, which may have forgotten part of it (the
+ * old memory's marks) - that part is a newcomer's data now.
+ */
 static void discard_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
 {
 	struct discard_ctx *c = arg;
+	uint64_t p = a >> vr_page_shift, pe = e >> vr_page_shift;
+	struct rt_range rr;
 
-	discard_piece(c->f, a, e, wp, c->freed);
+	while (p < pe && rt_visit(&c->f->tree, p, pe, first_volatile, &rr) == 1) {
+		discard_piece(c->f, (uintptr_t)rr.start << vr_page_shift,
+			      (uintptr_t)rr.end << vr_page_shift, wp, c->freed);
+		p = rr.end;
+	}
 }
 
 void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
@@ -932,6 +989,18 @@ void anymap_sweep(void)
 	sweep_files();
 	sweep_anon();
 	vfile_sweep_orphans();
+}
+
+/* The monitor may run many passes in a burst: once per 100 ms is enough
+ * to notice what went, and discards check for themselves. */
+void anymap_sweep_for_purge(void)
+{
+	static _Atomic uint64_t last;
+	uint64_t now = vr_next_seq(), prev = atomic_load(&last);
+
+	if (now - prev < 100000000u || !atomic_compare_exchange_strong(&last, &prev, now))
+		return;
+	anymap_sweep();
 }
 
 /* ---- fork ---------------------------------------------------------------- */

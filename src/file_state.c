@@ -213,11 +213,6 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	return r;
 }
 
-void vfile_ref(struct vfile *f)
-{
-	atomic_fetch_add(&f->refs, 1);
-}
-
 void vfile_note_app_mapped(struct vfile *f)
 {
 	pthread_mutex_lock(&registry_lock);
@@ -366,6 +361,21 @@ int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 	return r;
 }
 
+/* Clip the file bytes [*off, *off + *len) to what m maps; false if none. */
+static bool map_clip(const struct vmap *m, size_t *off, size_t *len)
+{
+	size_t end = *off + *len;
+
+	if (*off < m->first)
+		*off = m->first;
+	if (end > m->size)
+		end = m->size;
+	if (*off >= end)
+		return false;
+	*len = end - *off;
+	return true;
+}
+
 struct unpoison_ctx {
 	struct vfile *f;
 };
@@ -384,9 +394,10 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 		return 0;
 	}
 	for (struct vmap *m = c->f->maps; m; m = m->next) {
-		if (!m->sigbus || off >= m->size)
-			continue;
-		uffd_after_nonvolatile(m, off, len < m->size - off ? len : m->size - off);
+		size_t o = off, l = len;
+
+		if (m->sigbus && map_clip(m, &o, &l))
+			uffd_after_nonvolatile(m, o, l);
 	}
 	return 0;
 }
@@ -531,17 +542,23 @@ static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 			 (unsigned long)f->ino);
 		return 0;
 	}
-	for (struct vmap *m = f->maps; m; m = m->next)
-		if (m->sigbus && off < m->size)
-			uffd_before_discard(m, off, len < m->size - off ? len : m->size - off);
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+
+		if (m->sigbus && map_clip(m, &o, &l))
+			uffd_before_discard(m, o, l);
+	}
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len) < 0)
 		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
 			 strerror(errno));
 	after = allocated_bytes(f->fd);
-	for (struct vmap *m = f->maps; m; m = m->next)
-		if (m->sigbus && off < m->size)
-			uffd_after_discard(m, off, len < m->size - off ? len : m->size - off);
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+
+		if (m->sigbus && map_clip(m, &o, &l))
+			uffd_after_discard(m, o, l);
+	}
 	*freed += before > after ? before - after : 0;
 	return 0;
 }

@@ -33,11 +33,14 @@
 struct stat;
 struct vrange_region;
 
-/* One mapping of a file by this library in this process. */
+/* One mapping of a file in this process that a purge must arm for SIGBUS:
+ * a region's, or an application mapping passed to vrange(). */
 struct vmap {
 	struct vmap *next;
-	char *base;          /* mapping of file offset 0 */
-	size_t size;         /* bytes mapped */
+	char *base;          /* where file offset 0 is (or would be) mapped */
+	size_t first;        /* file offset where the mapping starts: 0 for a
+			      * region, an application mapping's offset */
+	size_t size;         /* file offset where the mapping ends */
 	bool sigbus;         /* purged pages must raise SIGBUS here */
 	struct vrange_region *region;
 };
@@ -87,9 +90,6 @@ int vfile_reserve(struct vfile *f, uint32_t n) VR_HIDDEN;
 
 /* Find an existing vfile without creating one; takes a reference. NULL if none. */
 struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
-
-/* One more reference, by a holder that has one already. */
-void vfile_ref(struct vfile *f) VR_HIDDEN;
 
 /*
  * Drop a reference.  The last one frees the vfile - unless the file was

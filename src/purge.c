@@ -31,7 +31,7 @@ uint64_t purge_run(uint64_t bytes)
 	vr_init_basic();
 	pthread_mutex_lock(&purge_lock);
 	/* What the application unmapped since is forgotten, not purged. */
-	anymap_sweep();
+	anymap_sweep_for_purge();
 	/*
 	 * A pass considers what was volatile when it began: anonymous pages
 	 * that held no data are put back at the end of the order, and must
