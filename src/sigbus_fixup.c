@@ -2,26 +2,28 @@
 /* sigbus_fixup.c - see sigbus_fixup.h. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "file_state.h"
-#include "purge.h"
 #include "region.h"
 #include "sigbus_fixup.h"
+#include "uffd_purge.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sigaction previous;
 /*
- * The last address this thread fixed, and how many purge passes had run
- * then: a second fault there with no purge in between is genuine (the
- * marker was not the cause).  After a purge the same page may carry a new
- * stale marker (purged here again, unmarked by another process again).
+ * The last address this thread fixed, and how many times markers had been
+ * installed then: a second fault there with none installed in between is
+ * genuine (the marker was not the cause).  After a purge, or a SIGBUS
+ * region made at the same address over purged pages, the page may carry a
+ * new stale marker (unmarked by another process again).
  */
 static __thread uintptr_t last_fixed;
-static __thread uint64_t last_fixed_purges;
+static __thread uint64_t last_fixed_gen;
 
 /* Is the page at addr, in a SIGBUS-mode region, no longer purged? */
 static bool stale_marker(void *addr)
@@ -58,14 +60,13 @@ static void chain(int sig, siginfo_t *si, void *uc)
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
 	uintptr_t page = (uintptr_t)si->si_addr & ~(uintptr_t)(vr_page_size - 1);
-	struct purge_counters pc;
+	uint64_t gen = atomic_load(&uffd_poison_gen); /* async-signal-safe */
 
-	purge_get_counters(&pc); /* atomic loads: async-signal-safe */
 	if (si->si_code == BUS_ADRERR &&
-	    (page != last_fixed || pc.purges != last_fixed_purges) &&
+	    (page != last_fixed || gen != last_fixed_gen) &&
 	    stale_marker(si->si_addr)) {
 		last_fixed = page;
-		last_fixed_purges = pc.purges;
+		last_fixed_gen = gen;
 		madvise((void *)page, vr_page_size, MADV_DONTNEED);
 		return; /* the access is retried and now finds the page */
 	}
