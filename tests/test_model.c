@@ -1800,7 +1800,8 @@ static void take_snapshot(struct snapshot *s)
 		closedir(d);
 	f = fopen("/proc/self/smaps", "re");
 	while (f && fgets(line, sizeof(line), f)) {
-		if (strstr(line, "memfd:") || strstr(line, "/dev/shm/"))
+		if ((strstr(line, "memfd:") || strstr(line, "/dev/shm/")) &&
+		    !strstr(line, "vrange-model-retired"))
 			s->shm_maps++;
 		if (isxdigit((unsigned char)line[0]) && strchr(line, '-') &&
 		    strchr(line, '-') < strchr(line, ' '))
