@@ -10,7 +10,10 @@
  * The first vrange() on a mapping asks the kernel what it is (vma_query) and
  * remembers the answer in a table of known mappings; later calls on known
  * anonymous memory make no system call, later calls on a known file mapping
- * check (one PROCMAP_QUERY) that the address still maps that file.  Before a purge discards anonymous memory it
+ * check (one PROCMAP_QUERY) that the address still maps that file.  The
+ * kernel tells of every munmap of anonymous memory we registered
+ * (unmap_events.h); until such an event is applied, calls take the slow
+ * path, which applies it.  Before a purge discards anonymous memory it
  * checks that the address still holds the mapping that was marked: the
  * mapping is registered (write-protect mode, which traps nothing) with a
  * userfaultfd of ours when it is first seen, and that registration vanishes
@@ -500,6 +503,20 @@ static int classify(uintptr_t addr)
 /* ---- vrange() ------------------------------------------------------------ */
 
 /*
+ * An munmap returned whose event is not applied yet: apply it before this
+ * call looks at the table, so the entry of the memory that went is gone
+ * and new memory at its address is learnt - and registered, so that its
+ * own munmap will be told - before anything is marked on it.
+ */
+static void settle_events(void)
+{
+	if (!events_on || !unmap_events_unsettled() || vfile_lock(anon_file) < 0)
+		return;
+	drain_events();
+	vfile_unlock(anon_file);
+}
+
+/*
  * Check that every page of [a, b) is mapped and of an accepted kind,
  * learning unknown mappings on the way.  -ENOENT wins over -EOPNOTSUPP.
  */
@@ -641,9 +658,11 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	 * checks that the address still maps that file (and, for a library
 	 * file, refuses its metadata pages).
 	 */
-	if (known_get(oa, &k) && ob <= k.end && !k.file) {
+	if (known_get(oa, &k) && ob <= k.end && !k.file &&
+	    !(events_on && unmap_events_unsettled())) {
 		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
 	} else {
+		settle_events();
 		r = validate(oa, ob);
 		if (r < 0)
 			return r;
