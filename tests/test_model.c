@@ -95,6 +95,12 @@ static int reuse = MODEL_REUSE_ADDRESS;
 				     * userfaultfd and stays so; our retired
 				     * (PROT_NONE) arena pieces are not judged */
 #endif
+#ifndef MODEL_STATE_OUTLIVES_MAPPING
+#define MODEL_STATE_OUTLIVES_MAPPING 0 /* new defect D9: a file's state kept
+					* after its last known mapping went is
+					* dropped by a later sweep, purged pages
+					* and all: VRANGE_INTACT over zeros */
+#endif
 #ifndef MODEL_SIGBUS_LATE_REGION
 #define MODEL_SIGBUS_LATE_REGION 1 /* bug 8: a SIGBUS region adopted while
 				    * its file has purged pages reads zeros */
@@ -555,8 +561,9 @@ static void check_page(int o, int i, int c, int unmark_rc)
 		     "(seed %#x)", o, i, g->seed);
 	if (c == CLS_SIGBUS && !MODEL_APP_MAP_STALE_SIGBUS &&
 	    O[o].kind == OK_MAP && F[f].kind == FK_LIB && F[f].shared_ever) {
-		/* D6: not judged; the page is what the model says it is */
+		/* D6: not judged, and what the page holds is not known now */
 		d6_seen++;
+		g->zok = 1;
 		return;
 	}
 	if (c == CLS_SIGBUS) {
@@ -976,10 +983,13 @@ static void g_unmark(int p, int o)
 		struct pgm *g = &F[f].pg[i];
 		uint32_t s = g->seed;
 
+		uint8_t unknown = res.cls[i - a] == CLS_SIGBUS; /* D6 */
+
 		if (res.cls[i - a] == CLS_ZERO)
 			s = 0;
 		memset(g, 0, sizeof(*g));
 		g->seed = s;
+		g->zok = unknown;
 	}
 }
 
@@ -1032,6 +1042,7 @@ static void g_write(int p, int o)
 	if (res.rc && !MODEL_APP_MAP_STALE_SIGBUS && O[o].kind == OK_MAP &&
 	    F[f].kind == FK_LIB && F[f].shared_ever) {
 		d6_seen++; /* D6: the write did not happen */
+		F[f].pg[op.pg0].zok = 1;
 		return;
 	}
 	if (res.rc)
@@ -1139,6 +1150,8 @@ static uint64_t purge_model(int p, int only_file, int all)
 				g->must = 1;
 			}
 			g->maybe = 1;
+			if (g->vol == 2 && !MODEL_STATE_OUTLIVES_MAPPING)
+				g->zok = 1; /* D9 */
 		}
 	}
 	return clean;
