@@ -1041,8 +1041,8 @@ static void g_write(int p, int o)
 	run_op(&op, &res, -1);
 	if (res.rc && !MODEL_APP_MAP_STALE_SIGBUS && O[o].kind == OK_MAP &&
 	    F[f].kind == FK_LIB && F[f].shared_ever) {
-		d6_seen++; /* D6: the write did not happen */
-		F[f].pg[op.pg0].zok = 1;
+		d6_seen++; /* D6: the write stopped somewhere in the page */
+		F[f].pg[op.pg0].seed = SEED_UNKNOWN;
 		return;
 	}
 	if (res.rc)
