@@ -431,7 +431,7 @@ static int classify_shared(const struct vma *v, struct known *k)
  */
 static bool file_map_holds(const struct known *k, uintptr_t a, uintptr_t b)
 {
-	struct vma v;
+	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 
 	while (a < b) {
 		if (vma_query(a, &v) < 0)
@@ -545,7 +545,7 @@ static int validate(uintptr_t a, uintptr_t b)
 
 	while (a < b) {
 		struct known k;
-		struct vma v;
+		struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 
 		if (known_get(a, &k) && k.file &&
 		    !file_map_holds(&k, a, b < k.end ? b : k.end)) {
@@ -586,7 +586,7 @@ static int validate(uintptr_t a, uintptr_t b)
 static bool any_piece_ours(uintptr_t a, uintptr_t b)
 {
 	while (a < b) {
-		struct vma v;
+		struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 		uintptr_t e;
 
 		if (vma_query(a, &v) < 0) {
@@ -872,7 +872,7 @@ static void walk_pieces(uintptr_t a, uintptr_t b,
 {
 	drain_events();
 	while (a < b) {
-		struct vma v;
+		struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 		uintptr_t e;
 		bool wp;
 

@@ -30,8 +30,8 @@
  * The thread blocks all signals, never touches application memory, owns
  * every descriptor it opens (O_CLOEXEC) and is woken through an eventfd to
  * stop or to apply a new budget.  A budget set while the monitor is not
- * running is enforced once it starts.  After fork() the child of a
- * process whose monitor runs starts its own (atfork_child).  The thread is
+ * running is enforced once it starts.  After fork() the child has no
+ * monitor (its stats say "none"); it may start its own.  The thread is
  * stopped and joined at exit and at dlclose (destructor).
  */
 #include <ctype.h>
@@ -1024,31 +1024,24 @@ static void *monitor_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* Control */
 
-static int monitor_start(const struct vrange_monitor_opts *opts, bool sync);
-
 /*
  * The child of fork() inherits no thread: forget the parent's monitor and
- * close its descriptors (the parent's registrations stay the parent's),
- * then start the child's own with the same options.  A pre-forked worker
- * or a zygote's child may never call the library again, yet its volatile
- * memory must still go under pressure.  (A child that execs at once loses
- * the thread with everything else; posix_spawn and vfork run no handler.)
+ * close its descriptors (the parent's registrations stay the parent's).
+ * It may start its own.  Not by itself: the child's copy of a foreign
+ * file's process-local state goes stale as soon as the parent unmarks, and
+ * a monitor purging from that copy would punch pages the parent was just
+ * told were intact (the model test showed it).
  */
 static void atfork_child(void)
 {
-	struct vrange_monitor_opts o = mon.opts;
-	bool was_running = mon_running;
-
 	pthread_mutex_init(&mon_lock, NULL);
-	if (!was_running)
+	if (!mon_running)
 		return;
 	mon_running = false;
 	atomic_store(&wake_fd_pub, -1);
 	close_fd(&mon.wake_fd);
 	monitor_close_all();
 	atomic_store(&cur_src, SRC_NONE);
-	if (monitor_start(&o, false) < 0)
-		vr_debug("no monitor in the forked child");
 }
 
 static void register_atfork(void)
@@ -1059,7 +1052,7 @@ static void register_atfork(void)
 /*
  * Start the thread.  sync: find the sources before returning (an explicit
  * vrange_monitor_start, whose caller may read pressure_source at once);
- * otherwise the thread finds them itself (autostart, a forked child).
+ * otherwise the thread finds them itself (autostart).
  */
 static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 {
