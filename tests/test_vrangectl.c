@@ -474,8 +474,63 @@ static void test_not_library(void)
 	stop(&s);
 }
 
+/*
+ * Copies of the target, the tool and the library in a directory other
+ * users can reach: a build tree under a private directory (mktemp -d is
+ * 0700) is not.  The copies' directory in dir; 0, or -1.
+ */
+static int reachable_copies(char *dir, char *tbin, char *cbin, size_t n)
+{
+	const char *ld = getenv("LD_LIBRARY_PATH");
+	size_t ldlen = ld ? strcspn(ld, ":") : 0;
+	char cmdline[4096];
+
+	if (!mkdtemp(dir) || chmod(dir, 0755) < 0)
+		return -1;
+	snprintf(cmdline, sizeof(cmdline), "cp '%s' '%s' '%.*s/libvrange.so.0' '%s'/",
+		 target_bin, ctl, ldlen ? (int)ldlen : 3, ldlen ? ld : "src", dir);
+	if (system(cmdline) != 0)
+		return -1;
+	snprintf(tbin, n, "%s/%s", dir, strrchr(target_bin, '/') ? strrchr(target_bin, '/') + 1 : target_bin);
+	snprintf(cbin, n, "%s/%s", dir, strrchr(ctl, '/') ? strrchr(ctl, '/') + 1 : ctl);
+	return setenv("LD_LIBRARY_PATH", dir, 1);
+}
+
+static void test_other_user_in(void);
+
 /* Another user's process: invisible and untouchable. */
 static void test_other_user(void)
+{
+	char dir[] = "/tmp/vrangectl-other-XXXXXX", tbin[256], cbin[256], cmdline[128];
+	const char *ctl_orig = ctl, *target_orig = target_bin;
+	char *ld = getenv("LD_LIBRARY_PATH") ? strdup(getenv("LD_LIBRARY_PATH")) : NULL;
+
+	if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
+		fprintf(stderr, "SKIP other-user case: needs root and setpriv\n");
+		free(ld);
+		return;
+	}
+	if (reachable_copies(dir, tbin, cbin, sizeof(tbin)) != 0) {
+		CHECK(0, "copies for the other users in %s", dir);
+		free(ld);
+		return;
+	}
+	ctl = cbin;
+	target_bin = tbin;
+	test_other_user_in();
+	ctl = ctl_orig;
+	target_bin = target_orig;
+	if (ld)
+		setenv("LD_LIBRARY_PATH", ld, 1);
+	else
+		unsetenv("LD_LIBRARY_PATH");
+	free(ld);
+	snprintf(cmdline, sizeof(cmdline), "rm -rf '%s'", dir);
+	if (system(cmdline) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void test_other_user_in(void)
 {
 	char *as_a[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
 			 (char *)target_bin, NULL };
@@ -487,10 +542,6 @@ static void test_other_user(void)
 	char *out;
 	int st;
 
-	if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
-		fprintf(stderr, "SKIP other-user case: needs root and setpriv\n");
-		return;
-	}
 	t = spawn(as_a);
 	cmd(&t, "region other 256 zero");
 	cmd(&t, "mark 0 0 64");
