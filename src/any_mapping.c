@@ -343,7 +343,7 @@ static bool is_special(const struct vma *v)
 static bool is_library_internal(const struct vma *v)
 {
 	static const char *const own[] = { "/memfd:vrange-local", "/memfd:vrange-state",
-					   "/memfd:vrange-pub" };
+					   "/memfd:vrange-pub", "/memfd:vrange-pool" };
 
 	for (size_t i = 0; v->shared && i < sizeof(own) / sizeof(own[0]); i++)
 		if (!strncmp(v->name, own[i], strlen(own[i])) &&

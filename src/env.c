@@ -157,17 +157,21 @@ static void read_env(void)
 }
 
 /* Lock order: the cache list, purge engine, file registry and files,
- * region table. */
+ * region table, state pool. */
 static void fork_prepare(void)
 {
+	/* Before any lock: it takes them itself. */
+	vfile_share_all_states();
 	cache_fork_prepare();
 	purge_fork_prepare();
 	vfile_fork_prepare();
 	region_fork_prepare();
+	pool_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	pool_fork_parent();
 	region_fork_parent();
 	vfile_fork_done();
 	purge_fork_done();
@@ -176,6 +180,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	pool_fork_child();
 	region_fork_child();
 	vfile_fork_child();
 	purge_fork_done();

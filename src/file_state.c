@@ -143,7 +143,7 @@ static int own_descriptor(int fd, bool *own_ofd)
 
 static void vfile_free(struct vfile *f)
 {
-	if (f->fd >= 0)
+	if (f->fd >= 0 && !f->fd_borrowed)
 		close(f->fd);
 	if (f->arena)
 		munmap(f->arena, f->arena_bytes);
@@ -186,6 +186,138 @@ fail:
 	return r;
 }
 
+static struct vfile *vfile_alloc(const struct stat *st)
+{
+	struct vfile *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->fd = -1;
+	f->arena_fd = -1;
+	f->sh.meta_fd = -1;
+	f->sh.slot.fd = -1;
+	f->dev = st->st_dev;
+	f->ino = st->st_ino;
+	f->refs = 1;
+	pthread_mutex_init(&f->lock, NULL);
+	return f;
+}
+
+static void registry_add(struct vfile *f)
+{
+	pthread_mutex_lock(&registry_lock);
+	f->next = registry;
+	registry = f;
+	pthread_mutex_unlock(&registry_lock);
+	vfile_publish(f);
+}
+
+int vfile_new_region(int fd, const struct stat *st, uint64_t size,
+		     struct vfile **out)
+{
+	struct vfile *f = vfile_alloc(st);
+	int r;
+
+	if (!f)
+		return -ENOMEM;
+	/* A fresh memfd: its inode is in no entry of the registry (an entry
+	 * keeps its file, and so its inode number, alive), so no lookup. */
+	r = vshared_pool_format(&f->sh, &f->tree, fd, size, st->st_dev, st->st_ino);
+	if (r < 0) {
+		vfile_free(f);
+		return r;
+	}
+	f->fd = fd;
+	f->fd_borrowed = true;
+	f->shared = true;
+	atomic_store(&f->lazy, true);
+	registry_add(f);
+	*out = f;
+	return 0;
+}
+
+static int share(struct vfile *f, bool own_fd)
+{
+	struct shared_lock *old;
+	bool own = false;
+	int nfd = -1, r = 0;
+
+	if (!atomic_load_explicit(&f->lazy, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	if (!atomic_load(&f->lazy))
+		goto out;
+	if (f->fd_borrowed && own_fd) {
+		nfd = own_descriptor(f->fd, &own);
+		if (nfd < 0) {
+			r = nfd;
+			goto out;
+		}
+	}
+	r = vfile_lock(f);
+	if (r < 0)
+		goto out;
+	if (nfd >= 0) {
+		/* Under the tree lock, which every punch holds: a purge
+		 * finds one number or the other, both name the file. */
+		f->fd = nfd;
+		f->own_ofd = own;
+		f->sh.user_fd = nfd;
+		f->fd_borrowed = false;
+		nfd = -1;
+	}
+	if (f->sh.pooled) {
+		r = vshared_move(&f->sh, &f->tree, &old);
+		if (r < 0) {
+			vfile_unlock(f);
+			goto out;
+		}
+		shared_lock_release(old);
+	} else {
+		vfile_unlock(f);
+	}
+	if (f->fd_borrowed)
+		goto out; /* the state moved, the descriptor is still borrowed */
+	atomic_store_explicit(&f->lazy, false, memory_order_release);
+out:
+	pthread_mutex_unlock(&f->lock);
+	if (nfd >= 0)
+		close(nfd);
+	if (r == 0)
+		vfile_publish(f);
+	return r;
+}
+
+int vfile_share(struct vfile *f)
+{
+	return share(f, true);
+}
+
+void vfile_share_all_states(void)
+{
+	struct vfile **v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next)
+		cap += f->shared && f->sh.pooled;
+	if (cap)
+		v = malloc(cap * sizeof(*v));
+	for (struct vfile *f = registry; v && f && n < cap; f = f->next) {
+		if (f->shared && f->sh.pooled) {
+			f->refs++;
+			v[n++] = f;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	for (size_t i = 0; i < n; i++) {
+		if (share(v[i], false) < 0)
+			vr_debug("a region's state stays in the pool across fork");
+		vfile_put(v[i]);
+	}
+	free(v);
+}
+
 static struct vfile *lookup_locked(dev_t dev, ino_t ino)
 {
 	for (struct vfile *f = registry; f; f = f->next)
@@ -218,6 +350,19 @@ struct vfile *vfile_new_anon(void)
 	return f;
 }
 
+/* f was found by its identity: something besides its region reaches the
+ * file (an fd passed to the file layer, a mapping, an adopt).  A private
+ * region's state must be where that finds it.  Drops the reference taken
+ * if it cannot be. */
+static int found(struct vfile *f)
+{
+	int r = vfile_share(f);
+
+	if (r < 0)
+		vfile_put(f);
+	return r;
+}
+
 struct vfile *vfile_find(dev_t dev, ino_t ino)
 {
 	struct vfile *f;
@@ -227,6 +372,8 @@ struct vfile *vfile_find(dev_t dev, ino_t ino)
 	if (f)
 		f->refs++;
 	pthread_mutex_unlock(&registry_lock);
+	if (f && found(f) < 0)
+		f = NULL;
 	return f;
 }
 
@@ -251,9 +398,45 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	pthread_mutex_unlock(&registry_lock);
 	if (created)
 		vfile_publish(f);
+	else if (r == 0)
+		r = found(f);
 	if (r == 0)
 		*out = f;
 	return r;
+}
+
+int vfile_get_slot(int fd, const struct stat *st, int pool_fd, uint64_t off,
+		   uint64_t arena_bytes, uint64_t user_size, struct vfile **out)
+{
+	struct vfile *f;
+	int r;
+
+	pthread_mutex_lock(&registry_lock);
+	f = lookup_locked(st->st_dev, st->st_ino);
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&registry_lock);
+	if (f) {
+		*out = f;
+		return 0;
+	}
+	f = vfile_alloc(st);
+	if (!f)
+		return -ENOMEM;
+	r = own_descriptor(fd, &f->own_ofd);
+	if (r >= 0) {
+		f->fd = r;
+		r = vshared_attach_slot(&f->sh, &f->tree, f->fd, pool_fd, off,
+					arena_bytes, user_size, st->st_dev, st->st_ino);
+	}
+	if (r < 0) {
+		vfile_free(f);
+		return r;
+	}
+	f->shared = true;
+	registry_add(f);
+	*out = f;
+	return 0;
 }
 
 void vfile_note_app_mapped(struct vfile *f)
@@ -840,6 +1023,15 @@ void vfile_publish(struct vfile *f)
 
 	e.flags = (f->shared ? PUB_SHARED : 0) | (f->anon ? PUB_ANON : 0) |
 		  (f->fd_layer ? PUB_FD_LAYER : 0) | (f->cache ? PUB_CACHE : 0);
+	pthread_mutex_lock(&f->lock);
+	if (f->shared && f->sh.pooled) {
+		/* The tree is a slot of the pool (state_pool.h). */
+		e.flags |= PUB_POOL;
+		e.state_fd = f->sh.slot.fd;
+		e.state_off = f->sh.slot.off;
+		e.state_bytes = f->sh.arena_bytes;
+	}
+	pthread_mutex_unlock(&f->lock);
 	e.user_size = f->shared ? f->sh.user_size : 0;
 	pthread_mutex_lock(&f->lock);
 	for (struct vmap *m = f->maps; m; m = m->next) {
@@ -962,7 +1154,9 @@ void vfile_fork_child(void)
 			munmap(f->fork_copy, f->arena_bytes);
 		f->fork_copy = NULL;
 		f->pub_slot = 0;
-		if (f->shared)
+		/* A pool slot is the child's as much as the parent's: the
+		 * pool's pages are shared (state_pool.h). */
+		if (f->shared && !f->sh.pooled)
 			vshared_add_self(f->fd, &f->sh, &f->tree);
 	}
 	unlock_all();

@@ -34,9 +34,9 @@
 #include "env.h"
 
 #define PUB_NAME "vrange-pub"
-#define PUB_MAGIC "libvrange-pub1"
-#define PUB_VERSION 1u
-#define PUB_MAX_FILES 65536u
+#define PUB_MAGIC "libvrange-pub2"
+#define PUB_VERSION 2u
+#define PUB_MAX_FILES (1u << 20)
 
 enum pub_flags {
 	PUB_SHARED = 1u << 0,   /* state_fd is a library file's metadata:
@@ -44,6 +44,10 @@ enum pub_flags {
 	PUB_ANON = 1u << 1,     /* the anonymous state (pages = addresses) */
 	PUB_FD_LAYER = 1u << 2, /* counted in vrange_stats.files */
 	PUB_CACHE = 1u << 3,    /* backs a purgeable cache */
+	PUB_POOL = 1u << 4,     /* with PUB_SHARED: the tree is a slot of the
+				 * process's pool (state_pool.h), state_fd,
+				 * arena of state_bytes at state_off, header
+				 * after it */
 };
 
 struct pub_file {
@@ -55,6 +59,8 @@ struct pub_file {
 	uint32_t sigbus_regions;  /* of those, in SIGBUS mode */
 	uint32_t reserved;
 	uint64_t user_size;       /* bytes of a library file (0: see fstat) */
+	uint64_t state_off;       /* PUB_POOL: where the arena starts */
+	uint64_t state_bytes;     /* PUB_POOL: its bytes */
 };
 
 struct pub_hdr {

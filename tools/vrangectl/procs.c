@@ -123,6 +123,7 @@ static int read_pub(int fd, pid_t pid, struct vc_proc *p, struct pub_file **ents
 	for (int t = 0; t < PUB_TRIES; t++) {
 		struct pub_hdr h;
 		struct pub_file *e;
+		struct stat st;
 		uint32_t seq;
 		size_t n;
 
@@ -133,6 +134,10 @@ static int read_pub(int fd, pid_t pid, struct vc_proc *p, struct pub_file **ents
 			continue;
 		}
 		n = h.nfiles;
+		/* Entries the file cannot hold are a lie: no copy of them. */
+		if (fstat(fd, &st) < 0 ||
+		    (uint64_t)st.st_size < sizeof(h) + (uint64_t)n * sizeof(*e))
+			return -EIO;
 		e = calloc(n ? n : 1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
@@ -277,7 +282,7 @@ static uint64_t now_ns(void)
 }
 
 /* Copy the whole arena, check it, walk it.  0 or -EIO. */
-static int read_tree(int sfd, size_t arena_bytes, struct vc_object *o,
+static int read_tree(int sfd, off_t at, size_t arena_bytes, struct vc_object *o,
 		     enum vc_depth depth)
 {
 	void *buf = aligned_alloc(64, (arena_bytes + 63) & ~(size_t)63);
@@ -292,7 +297,7 @@ static int read_tree(int sfd, size_t arena_bytes, struct vc_object *o,
 		free(o->ranges);
 		o->ranges = NULL;
 		o->nr = o->nranges = 0;
-		if (!read_exact(sfd, buf, arena_bytes, 0))
+		if (!read_exact(sfd, buf, arena_bytes, at))
 			break;
 		if (rt_attach(&tree, buf, arena_bytes) < 0 || rt_check(&tree) < 0)
 			continue;
@@ -355,7 +360,7 @@ static uint64_t anon_resident(pid_t pid, const struct vc_object *o)
 static void read_state(pid_t pid, struct vc_object *o, enum vc_depth depth)
 {
 	struct stat st;
-	uint64_t arena;
+	uint64_t arena, at = 0;
 	unsigned char hdr[RT_HDR_COPY_BYTES] __attribute__((aligned(64)));
 	int sfd = vc_open_proc_fd(pid, o->pf.state_fd, O_RDONLY, false, &st);
 
@@ -364,16 +369,23 @@ static void read_state(pid_t pid, struct vc_object *o, enum vc_depth depth)
 	arena = (uint64_t)st.st_size;
 	if (o->pf.flags & PUB_SHARED)
 		arena = arena > vr_page_size ? arena - vr_page_size : 0;
+	if (o->pf.flags & PUB_POOL) {
+		/* A slot of the process's pool: the arena is inside the file. */
+		at = o->pf.state_off;
+		arena = o->pf.state_bytes;
+		if (at > (uint64_t)st.st_size || arena > (uint64_t)st.st_size - at)
+			goto out;
+	}
 	if (arena < RT_HDR_COPY_BYTES || arena > MAX_ARENA_BYTES)
 		goto out;
 	if (depth == VC_TOTALS && !(o->pf.flags & PUB_ANON)) {
 		memset(hdr, 0, sizeof(hdr));
-		if (read_exact(sfd, hdr, sizeof(hdr), 0) &&
+		if (read_exact(sfd, hdr, sizeof(hdr), (off_t)at) &&
 		    rt_peek_totals(hdr, arena, &o->vol_pages, &o->purged_pages) == 0)
 			o->readable = true;
 		goto out;
 	}
-	o->readable = read_tree(sfd, arena, o, depth) == 0;
+	o->readable = read_tree(sfd, (off_t)at, arena, o, depth) == 0;
 	if (o->readable && (o->pf.flags & PUB_ANON))
 		o->resident_bytes = anon_resident(pid, o);
 	if (depth < VC_RANGES) {
@@ -387,9 +399,12 @@ out:
 
 static bool entry_ok(const struct pub_file *e)
 {
-	const uint32_t known = PUB_SHARED | PUB_ANON | PUB_FD_LAYER | PUB_CACHE;
+	const uint32_t known = PUB_SHARED | PUB_ANON | PUB_FD_LAYER | PUB_CACHE |
+			       PUB_POOL;
 
 	if (e->flags & ~known)
+		return false;
+	if ((e->flags & PUB_POOL) && (!(e->flags & PUB_SHARED) || e->state_off % 64))
 		return false;
 	if (e->flags & PUB_ANON)
 		return e->user_fd == -1 && !(e->flags & PUB_SHARED);
