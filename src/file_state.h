@@ -47,6 +47,7 @@ struct vmap {
 
 struct vfile {
 	struct vfile *next;       /* registry list, under the registry lock */
+	struct vfile *prev;
 	dev_t dev;
 	ino_t ino;
 	int fd;                   /* our own O_RDWR descriptor, for punching */

@@ -107,11 +107,15 @@ static void table_remove(struct vrange_region *r)
 
 	pthread_mutex_lock(&table_write);
 	t = atomic_load(&table);
-	for (size_t i = 0; t && i < t->n; i++) {
-		if (SEQ_ARRAY_AT(t, struct table_entry)[i].r == r) {
-			seq_array_remove(t, &table_seq, i, sizeof(struct table_entry));
+	if (t) {
+		/* Bases are distinct (the regions' mappings): the entry just
+		 * below the first base above r's is r's. */
+		size_t i = table_upper(SEQ_ARRAY_AT(t, struct table_entry), t->n,
+				       r->map.base);
+
+		if (i > 0 && SEQ_ARRAY_AT(t, struct table_entry)[i - 1].r == r) {
+			seq_array_remove(t, &table_seq, i - 1, sizeof(struct table_entry));
 			atomic_fetch_sub(&live_regions, 1);
-			break;
 		}
 	}
 	pthread_mutex_unlock(&table_write);
