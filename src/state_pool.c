@@ -156,8 +156,12 @@ void pool_free(struct pool_slot *s)
 		p->free_head[c] = s->off + 1;
 	}
 	/* A sealed pool's slots are never handed out again: a fork child (or
-	 * parent) may still use the one freed here. */
-	drop = --p->live == 0 && p->sealed;
+	 * parent) may still use the one freed here.  An empty pool goes:
+	 * a process that holds no region holds no descriptor of ours for
+	 * them either. */
+	drop = --p->live == 0;
+	if (drop && p == current)
+		current = NULL;
 	pthread_mutex_unlock(&pool_lock);
 	if (drop)
 		pool_drop(p);
@@ -171,17 +175,12 @@ void pool_fork_prepare(void)
 	pthread_mutex_lock(&pool_lock);
 }
 
-/* Both sides: the pool's pages are shared with the other process now. */
+/* The pool's pages are shared with the other process now. */
 static void seal(void)
 {
-	struct pool *p = current;
-
+	if (current)
+		current->sealed = true;
 	current = NULL;
-	if (!p)
-		return;
-	p->sealed = true;
-	if (p->live == 0)
-		pool_drop(p);
 }
 
 void pool_fork_parent(void)
