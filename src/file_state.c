@@ -1146,6 +1146,9 @@ void vfile_fork_prepare(void)
 		pthread_mutex_lock(&f->lock);
 		if (!f->shared)
 			shared_lock_acquire(&f->tree_lock, LOCAL_LOCK_TIMEOUT_MS);
+		/* A state that could not move: the child shares its slot. */
+		if (f->sh.pooled)
+			f->sh.slot.forked = true;
 		fork_snapshot(f);
 	}
 	publish_fork_prepare();

@@ -149,19 +149,17 @@ void pool_free(struct pool_slot *s)
 	if (!p)
 		return;
 	pthread_mutex_lock(&pool_lock);
-	if (!p->sealed) {
+	if (!p->sealed && !s->forked) {
 		unsigned int c = class_of(s->bytes);
 
 		memcpy(p->base + s->off, &p->free_head[c], sizeof(uint64_t));
 		p->free_head[c] = s->off + 1;
 	}
-	/* A sealed pool's slots are never handed out again: a fork child (or
-	 * parent) may still use the one freed here.  An empty pool goes:
-	 * a process that holds no region holds no descriptor of ours for
-	 * them either. */
-	drop = --p->live == 0;
-	if (drop && p == current)
-		current = NULL;
+	/* A slot shared with a fork child is never handed out again (the
+	 * child may still use it), nor is any slot of a pool inherited.  An
+	 * inherited pool goes with its last slot; our own stays (making one
+	 * costs a 64 GiB reservation and its teardown). */
+	drop = --p->live == 0 && p->sealed;
 	pthread_mutex_unlock(&pool_lock);
 	if (drop)
 		pool_drop(p);
@@ -175,22 +173,19 @@ void pool_fork_prepare(void)
 	pthread_mutex_lock(&pool_lock);
 }
 
-/* The pool's pages are shared with the other process now. */
-static void seal(void)
-{
-	if (current)
-		current->sealed = true;
-	current = NULL;
-}
-
 void pool_fork_parent(void)
 {
-	seal();
 	pthread_mutex_unlock(&pool_lock);
 }
 
+/* The pool is the parent's: slots only come from a pool of our own. */
 void pool_fork_child(void)
 {
-	seal();
+	if (current) {
+		current->sealed = true;
+		if (current->live == 0)
+			pool_drop(current);
+	}
+	current = NULL;
 	pthread_mutex_init(&pool_lock, NULL);
 }

@@ -11,17 +11,20 @@
  * descriptor, no mapping and no system call for its state.  vrangectl
  * reads a slot through the pool's descriptor like any tree (publish.h).
  *
- * fork: the child shares the pool's pages (a shared mapping), so every
- * slot live at that moment is the state of the same file in both
- * processes, under the same process-shared lock - nothing to copy.  So
- * that neither process hands out a slot the other still uses, both stop
- * allocating from that pool ("sealed"); it goes away in each process when
- * its last slot there is freed.  Slots are never moved: readers may spin
- * on a lock in a slot until its owner frees it.
+ * fork: states move to metadata files first (file_state.c); one that
+ * could not is shared through the pool's pages (a shared mapping), the
+ * same file's state in both processes under the same process-shared lock.
+ * So that neither hands out a slot the other still uses, the child never
+ * allocates from the pool it inherited ("sealed": it goes with its last
+ * slot there), and the parent never reuses a slot that was live at the
+ * fork.  Slots are never moved: readers may spin on a lock in a slot
+ * until its owner frees it.  The process's own pool stays open, empty or
+ * not, like the publication.
  */
 #ifndef VRANGE_STATE_POOL_H
 #define VRANGE_STATE_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +38,8 @@ struct pool_slot {
 	uint32_t bytes; /* the slot's size (a power of two) */
 	void *addr;
 	int fd;         /* the pool's descriptor (the pool's, not ours) */
+	bool forked;    /* live at a fork: the child may use it (the
+			 * parent's flag; set by vfile_fork_prepare) */
 };
 
 /* Largest slot: bigger states get metadata of their own at once. */
