@@ -400,7 +400,7 @@ static struct vmap *arm_map(struct vfile *f, const struct vma *v)
 static int classify_shared(const struct vma *v, struct known *k)
 {
 	struct stat st;
-	struct vfile *f = vfile_find(v->dev, (ino_t)v->inode);
+	struct vfile *f = vfile_find(v->dev, (ino_t)v->inode, -1);
 	int fd, r;
 
 	if (!f) {

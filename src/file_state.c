@@ -362,16 +362,23 @@ struct vfile *vfile_new_anon(void)
  * file (an fd passed to the file layer, a mapping, an adopt).  A private
  * region's state must be where that finds it.  Drops the reference taken
  * if it cannot be. */
-static int found(struct vfile *f)
+static int found(struct vfile *f, int fd)
 {
-	int r = vfile_share(f);
+	int r;
+
+	/* The very descriptor the vfile borrows, from the one who lends it
+	 * and keeps it open past every reference (the shim's own): no
+	 * escape. */
+	if (fd >= 0 && f->fd_kept && fd == f->fd)
+		return 0;
+	r = vfile_share(f);
 
 	if (r < 0)
 		vfile_put(f);
 	return r;
 }
 
-struct vfile *vfile_find(dev_t dev, ino_t ino)
+struct vfile *vfile_find(dev_t dev, ino_t ino, int fd)
 {
 	struct vfile *f;
 
@@ -380,7 +387,7 @@ struct vfile *vfile_find(dev_t dev, ino_t ino)
 	if (f)
 		f->refs++;
 	pthread_mutex_unlock(&registry_lock);
-	if (f && found(f) < 0)
+	if (f && found(f, fd) < 0)
 		f = NULL;
 	return f;
 }
@@ -406,7 +413,7 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	if (created)
 		vfile_publish(f);
 	else if (r == 0)
-		r = found(f);
+		r = found(f, fd);
 	if (r == 0)
 		*out = f;
 	return r;

@@ -57,6 +57,10 @@ struct vfile {
 				   * nothing else holds the vfile) */
 	_Atomic bool lazy;        /* a private region: fd borrowed and/or the
 				   * state in our pool - vfile_share() ends it */
+	bool fd_kept;             /* the lender keeps the borrowed fd open until
+				   * every reference is gone and uses it itself
+				   * (the shim's private fd): that fd reaching
+				   * the file layer is no escape */
 	_Atomic unsigned int refs; /* regions, file layer, known mappings;
 				   * reaching 0 under the registry lock */
 	bool app_mapped;          /* seen through an application mapping */
@@ -130,8 +134,9 @@ struct vfile *vfile_new_anon(void) VR_HIDDEN;
 /* Make sure n more nodes can be had without growing (caller holds lock). */
 int vfile_reserve(struct vfile *f, uint32_t n) VR_HIDDEN;
 
-/* Find an existing vfile without creating one; takes a reference. NULL if none. */
-struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
+/* Find an existing vfile without creating one; takes a reference. NULL if
+ * none.  fd: the caller's descriptor of the file, or -1. */
+struct vfile *vfile_find(dev_t dev, ino_t ino, int fd) VR_HIDDEN;
 
 /*
  * Drop a reference.  The last one frees the vfile - unless the file was
