@@ -66,10 +66,10 @@
  * with userfaultfd, neighbours merged into it included, and stays so).  Off,
  * mappings come from a reserved range that never hands an address out twice.
  */
-#define MODEL_REUSE_ADDRESS 0
+#define MODEL_REUSE_ADDRESS 1
 #endif
 #ifndef MODEL_REUSE_LARGER
-#define MODEL_REUSE_LARGER 0 /* new defect D4: a larger new mapping at an old
+#define MODEL_REUSE_LARGER 1 /* new defect D4: a larger new mapping at an old
 			      * one's address is -ENOENT past the old end */
 #endif
 static int reuse = MODEL_REUSE_ADDRESS;
@@ -89,7 +89,7 @@ static int reuse = MODEL_REUSE_ADDRESS;
 				      * after another process unmarked the page */
 #endif
 #ifndef MODEL_REPLACED_REGISTERED
-#define MODEL_REPLACED_REGISTERED 0 /* new defect D7: anonymous memory
+#define MODEL_REPLACED_REGISTERED 1 /* new defect D7: anonymous memory
 				     * replaced (MAP_FIXED) after a purge: the
 				     * newcomer gets registered with our
 				     * userfaultfd and stays so; our retired
