@@ -41,6 +41,7 @@
 
 #include "any_mapping.h"
 #include "file_state.h"
+#include "region.h"
 #include "seqlock.h"
 #include "shmem.h"
 #include "uffd_purge.h"
@@ -568,7 +569,12 @@ bool anymap_map_holds(const struct vfile *f, const struct vmap *m, size_t off,
 	if (m->region)
 		return true; /* the library's own mapping, unmapped by destroy */
 	while (a < b) {
-		if (vma_query(a, &v) < 0 || !v.shared || v.dev != f->dev ||
+		bool partly;
+
+		/* A region of the same file there now maps the same offsets,
+		 * but it is the library's, in its own access mode. */
+		if (vma_query(a, &v) < 0 || region_lookup((void *)a, 1, &partly) ||
+		    !v.shared || v.dev != f->dev ||
 		    (ino_t)v.inode != f->ino ||
 		    v.offset + (a - v.start) != a - (uintptr_t)m->base)
 			return false;
