@@ -891,15 +891,22 @@ static void apply_unmap(uintptr_t a, uintptr_t b, uint64_t seq)
 {
 	struct stale_find c = { .before = seq };
 	uint64_t ps = a >> vr_page_shift, pe = b >> vr_page_shift;
+	struct known lo, hi;
+	bool cut_lo, cut_hi;
 
 	while (ps < pe && rt_visit(&anon_file->tree, ps, pe, find_stale, &c) == 1) {
 		rt_clear(&anon_file->tree, c.found.start, c.found.end, NULL, NULL);
 		ps = c.found.end;
 	}
+	/* An entry the hole cuts keeps what was one mapping with the memory
+	 * that went: a neighbour the kernel had merged into it, perhaps. */
+	cut_lo = a && known_get(a - 1, &lo) && !lo.file && lo.end > a && lo.seen < seq;
+	cut_hi = known_get(b, &hi) && !hi.file && hi.start < b && hi.seen < seq;
 	known_trim(a, b, false, seq);
-	if (a)
+	if (cut_lo)
 		release_if_idle(a - 1);
-	release_if_idle(b);
+	if (cut_hi)
+		release_if_idle(b);
 }
 
 /* Apply the munmap events read so far.  Anonymous lock held. */
