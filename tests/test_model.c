@@ -60,17 +60,15 @@
 #endif
 #ifndef MODEL_REUSE_ADDRESS
 /*
- * Bugs 1 and 7 are fixed, but a new mapping at a reused address still fails:
- * new defect D4 (a larger new mapping at an old one's address is -ENOENT
- * past the old end) and D5 (a learnt mapping's whole VMA is registered
- * with userfaultfd, neighbours merged into it included, and stays so).  Off,
- * mappings come from a reserved range that never hands an address out twice.
+ * Bugs 1 and 7, D4, D5 and the arming of a gone application mapping are
+ * fixed: a new mapping may take a freed address.  Off, mappings come from
+ * a reserved range that never hands an address out twice.
  */
 #define MODEL_REUSE_ADDRESS 1
 #endif
 #ifndef MODEL_REUSE_LARGER
-#define MODEL_REUSE_LARGER 1 /* new defect D4: a larger new mapping at an old
-			      * one's address is -ENOENT past the old end */
+#define MODEL_REUSE_LARGER 1 /* D4: a larger new mapping at an old one's
+			      * address was -ENOENT past the old end */
 #endif
 static int reuse = MODEL_REUSE_ADDRESS;
 #ifndef MODEL_PURGE_SEES_PEER_MARKS
@@ -89,11 +87,11 @@ static int reuse = MODEL_REUSE_ADDRESS;
 				      * after another process unmarked the page */
 #endif
 #ifndef MODEL_REPLACED_REGISTERED
-#define MODEL_REPLACED_REGISTERED 1 /* new defect D7: anonymous memory
-				     * replaced (MAP_FIXED) after a purge: the
-				     * newcomer gets registered with our
-				     * userfaultfd and stays so; our retired
-				     * (PROT_NONE) arena pieces are not judged */
+#define MODEL_REPLACED_REGISTERED 1 /* D7: anonymous memory replaced
+				     * (MAP_FIXED) after a purge was registered
+				     * with our userfaultfd and stayed so; off,
+				     * our retired (PROT_NONE) arena pieces and
+				     * stray anonymous mappings are not judged */
 #endif
 #ifndef MODEL_STATE_OUTLIVES_MAPPING
 #define MODEL_STATE_OUTLIVES_MAPPING 0 /* new defect D9: a file's state kept
@@ -1797,7 +1795,7 @@ struct snapshot {
 };
 
 /*
- * With D7 gated: a registration our arena's retired (PROT_NONE) pieces
+ * With D7's gate off: a registration our arena's retired (PROT_NONE) pieces
  * keep, or one left on private anonymous memory that is not the model's
  * (everything of the model's is unmapped by then: such a mapping is a
  * newcomer at an address the library once knew - glibc's, seen
