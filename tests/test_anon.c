@@ -1805,19 +1805,24 @@ static size_t vma_left(const void *p)
 	return len;
 }
 
-/* n pages of address space that nothing uses (mapped, then unmapped). */
-static unsigned char *free_range(size_t n)
+/*
+ * n pages of address space kept for the case (an inaccessible mapping):
+ * a hole would be taken by the library's own next mapping (a file's state,
+ * a sanitizer's allocation) before the case maps there again.
+ */
+static unsigned char *reserve(size_t n)
 {
-	unsigned char *p = anon_map(n);
+	void *p = mmap(NULL, n * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	ck_assert_int_eq(munmap(p, n * ps), 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
 	return p;
 }
 
-static unsigned char *map_at(void *at, size_t len, int flags, int fd)
+/* Map over [at, at + len), which the case holds (reserved, or its own
+ * mapping it replaces). */
+static unsigned char *map_over(void *at, size_t len, int flags, int fd)
 {
-	void *p = mmap(at, len, PROT_READ | PROT_WRITE, flags | MAP_FIXED_NOREPLACE,
-		       fd, 0);
+	void *p = mmap(at, len, PROT_READ | PROT_WRITE, flags | MAP_FIXED, fd, 0);
 
 	ck_assert_ptr_eq(p, at);
 	return p;
@@ -1863,14 +1868,14 @@ END_TEST
 START_TEST(reuse_merged_neighbour_released)
 {
 	const size_t n = 4;
-	unsigned char *lo = free_range(2 * n), *hi = lo + n * ps, v;
+	unsigned char *lo = reserve(2 * n), *hi = lo + n * ps, v;
 
 	if (!sigbus_mode())
 		TEST_SKIP("without userfaultfd (%s) nothing is ever registered",
 			  stats().access_fallback);
 	catch_bus();
-	map_at(hi, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
-	map_at(lo, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	map_over(hi, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	map_over(lo, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 	if (vma_left(lo) != 2 * n * ps)
 		TEST_SKIP("the kernel did not merge two adjacent anonymous mappings");
 	memset(lo, 1, 2 * n * ps);
@@ -1900,25 +1905,23 @@ START_TEST(reuse_larger_mapping_over_old)
 	const size_t n = 8;
 	int f1 = memfd_create("vrange-test-reuse-1", MFD_CLOEXEC);
 	int f2 = memfd_create("vrange-test-reuse-2", MFD_CLOEXEC);
-	unsigned char *x = free_range(n), *m;
+	unsigned char *x = reserve(n), *m;
 
 	ck_assert_int_ge(f1, 0);
 	ck_assert_int_ge(f2, 0);
 	ck_assert_int_eq(ftruncate(f1, (off_t)(2 * ps)), 0);
 	ck_assert_int_eq(ftruncate(f2, (off_t)(n * ps)), 0);
-	m = map_at(x + 3 * ps, 2 * ps, MAP_SHARED, f1);
+	m = map_over(x + 3 * ps, 2 * ps, MAP_SHARED, f1);
 	memset(m, 1, 2 * ps);
 	mark(m, 2 * ps);
 	ck_assert_int_eq(unmark(m, 2 * ps), 0);
-	ck_assert_int_eq(munmap(m, 2 * ps), 0);
-	m = map_at(x, n * ps, MAP_SHARED, f2);
+	m = map_over(x, n * ps, MAP_SHARED, f2); /* MAP_FIXED: f1 goes */
 	memset(m, 2, n * ps);
 	mark(m, n * ps);
 	ck_assert_int_eq(vrange_fd_is_volatile(f2, (off_t)((n - 1) * ps), (off_t)ps), 1);
 	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(n * ps));
 	ck_assert_int_eq(unmark(m, n * ps), 1);
-	ck_assert_int_eq(munmap(m, n * ps), 0);
-	m = map_at(x, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	m = map_over(x, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 	memset(m, 3, n * ps);
 	mark(m, n * ps);
 	ck_assert_int_eq(stats().volatile_bytes, n * ps);
@@ -1956,8 +1959,7 @@ START_TEST(reuse_gone_file_mapping_never_armed)
 	/* A purge pass looks over known mappings, at most ten times a
 	 * second: this one does, so the next ones within 100 ms do not. */
 	ck_assert_int_eq(vrange_purge(SIZE_MAX), 0);
-	ck_assert_int_eq(munmap(m, n * ps), 0);
-	map_at(m, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	map_over(m, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1); /* m goes */
 	memset(m, 2, 2 * ps); /* the other half is never touched */
 	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(n * ps)), 0);
 	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(n * ps));
