@@ -764,7 +764,8 @@ ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
 		cap++;
 	v = malloc((cap ? cap : 1) * sizeof(*v));
 	for (struct vfile *f = registry; v && f; f = f->next) {
-		if ((skip_shared && f->shared) || vfile_peek_oldest(f, &rr) <= 0)
+		if ((skip_shared && f->shared) || f->inherited ||
+		    vfile_peek_oldest(f, &rr) <= 0)
 			continue;
 		f->refs++;
 		v[n].f = f;
@@ -995,6 +996,8 @@ void vfile_fork_child(void)
 		f->pub_slot = 0;
 		if (f->shared)
 			vshared_add_self(f->fd, &f->sh, &f->tree);
+		else if (!f->anon)
+			f->inherited = true;
 	}
 	unlock_all(true);
 	for (struct vfile *f = registry; f; f = f->next)

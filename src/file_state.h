@@ -71,6 +71,9 @@ struct vfile {
 	bool shared;              /* state in shared metadata (shared_file.h):
 				   * a library file, or a foreign one (sh.foreign) */
 	bool fork_held;           /* its shared lock held across fork (atfork) */
+	bool inherited;           /* process-local state copied by fork: the
+				   * parent purges by its own copy, so this
+				   * process never purges from this one */
 	bool anon;                /* the process's anonymous memory: pages are
 				   * virtual page numbers, no file (any_mapping.c) */
 	struct vshared sh;        /* its metadata, when shared */
