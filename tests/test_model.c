@@ -1590,6 +1590,12 @@ static int child_check(void)
 			if (c == CLS_MATCH || g->seed == SEED_UNKNOWN ||
 			    g->zok || g->reset)
 				continue;
+			/* The child's own monitor enforces the budget it
+			 * inherited: its purges poison its SIGBUS mappings
+			 * of files (never its anonymous copy: no state). */
+			if (c == CLS_SIGBUS && g->vol && O[o].kind != OK_ANON &&
+			    bg_purging(O[o].file))
+				continue;
 			if (g->vol && O[o].kind == OK_ANON ? c == CLS_SIGBUS
 							    : !g->vol ||
 								      c != CLS_ZERO) {
