@@ -356,6 +356,8 @@ void vfile_sweep_orphans(void)
 	pthread_mutex_unlock(&registry_lock);
 	for (f = dead; f; f = next) {
 		next = f->next;
+		/* The publication keeps a pointer to f's slot: take it out. */
+		publish_del(&f->pub_slot);
 		vfile_free(f);
 	}
 }
