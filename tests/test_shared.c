@@ -1690,6 +1690,73 @@ END_TEST
  * Adopting may fail (-errno) or make the file foreign; it may not crash,
  * hang, or give a region larger than the file (touching it would SIGBUS).
  */
+/*
+ * A foreign file's metadata names its arena's present size in its header
+ * (page 0 of the metadata file; offsets as in shared_file.c): a size that
+ * shrinks, or that the file does not hold, is -EIO for this process and
+ * for one that attaches - never a crash - and the file works again once
+ * the header is right.
+ */
+#define FOREIGN_CUR_ARENA_OFF 56
+START_TEST(foreign_hostile_arena_size)
+{
+	int fd = memfd_create("foreign-hostile", MFD_CLOEXEC), mfd = -1;
+	uint64_t good, bad[3];
+	struct xa x;
+	struct stat st;
+	struct helper h;
+	DIR *d;
+	struct dirent *e;
+
+	alarm(60);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(4 * ps)), 0);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(2 * ps)), 0);
+	ck_assert_int_gt(fgetxattr(fd, "user.vrange", &x, sizeof(x)), 0);
+	ck_assert_uint_eq(x.user_size, 0); /* a foreign file's: its own size */
+	d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) && mfd < 0) {
+		char path[64];
+		int n = atoi(e->d_name);
+
+		if (e->d_name[0] == '.' || n == dirfd(d) || fstat(n, &st) < 0 ||
+		    (uint64_t)st.st_dev != x.meta_dev || (uint64_t)st.st_ino != x.meta_ino)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", n);
+		mfd = open(path, O_RDWR | O_CLOEXEC);
+	}
+	closedir(d);
+	ck_assert_int_ge(mfd, 0);
+	ck_assert_int_eq(pread(mfd, &good, sizeof(good), FOREIGN_CUR_ARENA_OFF),
+			 (ssize_t)sizeof(good));
+	ck_assert_int_eq(fstat(mfd, &st), 0);
+	ck_assert_uint_eq(good + ps, (uint64_t)st.st_size);
+	bad[0] = good / 2;                /* shrinks */
+	bad[1] = good * 2;                /* more than the file holds */
+	bad[2] = UINT64_MAX - ps + 1;     /* absurd */
+	h = helper_start(1);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(pwrite(mfd, &bad[i], sizeof(bad[i]), FOREIGN_CUR_ARENA_OFF),
+				 (ssize_t)sizeof(bad[i]));
+		ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)ps), -EIO);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps), -EIO);
+		if (i == 0)
+			ck_assert_int_eq(helper_adopt(&h, fd, 0), -EIO);
+		ck_assert_int_eq(pwrite(mfd, &good, sizeof(good), FOREIGN_CUR_ARENA_OFF),
+				 (ssize_t)sizeof(good));
+		ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)ps), 1);
+	}
+	ck_assert_int_eq(helper_adopt(&h, fd, 0), 0);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, ps, ps, 0), 1);
+	helper_stop(&h);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(4 * ps)), VRANGE_INTACT);
+	ck_assert_int_eq(vrange_fd_forget(fd), 0);
+	close(mfd);
+	close(fd);
+}
+END_TEST
+
 START_TEST(hostile_xattr)
 {
 	const size_t npages = 8;
@@ -2327,6 +2394,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, hostile_random_blocks);
 	tcase_add_test(tc, hostile_lock_word);
 	ADD(tc, hostile_xattr);
+	ADD(tc, foreign_hostile_arena_size);
 	tcase_add_test(tc, hostile_live_scribbler);
 	suite_add_tcase(s, tc);
 
