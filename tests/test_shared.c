@@ -2374,6 +2374,8 @@ Suite *test_suite(void)
 	tc = tcase_create("recognition");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	ADD(tc, recognise_library_file);
+	ADD(tc, user_size_unchanged);
+	ADD(tc, no_named_files);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("foreign");
@@ -2383,8 +2385,6 @@ Suite *test_suite(void)
 	ADD(tc, foreign_shm_name_two_processes);
 	ADD(tc, foreign_state_grows);
 	ADD(tc, foreign_xattr_refused_local);
-	ADD(tc, user_size_unchanged);
-	ADD(tc, no_named_files);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("hostile");
