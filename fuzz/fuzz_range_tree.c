@@ -72,7 +72,7 @@ bad:
 }
 
 /* Pages, counters, range count and oldest range all agree with m. */
-static void compare(const struct rt_tree *t, const struct page *m, size_t op)
+static void compare(struct rt_tree *t, const struct page *m, size_t op)
 {
 	struct cmp c = { m, 0, false };
 	uint64_t vol = 0, pur = 0, v, p;

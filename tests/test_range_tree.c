@@ -221,7 +221,7 @@ static uint32_t str_runs(const char *m)
 }
 
 /* Everything observable about t must match the string m. */
-static void expect_tree(const struct rt_tree *t, const char *m,
+static void expect_tree(struct rt_tree *t, const char *m,
 			const char *what)
 {
 	size_t len = strlen(m);
