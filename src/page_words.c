@@ -69,6 +69,27 @@ static inline bool bad_state(uint32_t st)
 	return st > RT_PURGED;
 }
 
+/* Record that page i turned volatile with (prio, seq): an entry appended
+ * to the order if there is one and room behind it, else the order is
+ * marked stale.  Before the word changes: a holder that dies between the
+ * two leaves at worst an entry the word does not confirm. */
+static inline void log_mark(struct pw *p, uint64_t i, int32_t prio,
+			    uint64_t seq)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t at = h->ord_len + h->ord_nlog;
+
+	if (!h->ord_built || h->ord_stale)
+		return;
+	if (h->ord_len <= p->n && at < p->n) {
+		p->e[at] = (struct pw_ent){ .seq = seq, .prio = prio,
+					    .page = (uint32_t)i };
+		h->ord_nlog++;
+	} else {
+		h->ord_stale = 1;
+	}
+}
+
 /* The counters of the header follow every word change at once, so a holder
  * that dies mid-operation leaves counts that do not add up (pw_check). */
 int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
@@ -78,9 +99,6 @@ int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 
 	if (e > p->n)
 		return -EIO;
-	/* Before any word turns volatile: an order built earlier must not
-	 * be mistaken for complete. */
-	h->mark_gen++;
 	for (uint64_t i = s; i < e; i++) {
 		struct pw_word *w = &p->w[i];
 		uint32_t st = w->state;
@@ -94,6 +112,7 @@ int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 			h->nvol++;
 			d->vol++;
 		}
+		log_mark(p, i, prio, seq);
 		*w = (struct pw_word){ .seq = seq, .prio = prio,
 				       .state = RT_VOLATILE };
 	}
@@ -154,7 +173,6 @@ int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 	struct pw_hdr *h = p->h;
 
 	e = clip(p, e);
-	h->mark_gen++;
 	for (uint64_t i = s; i < e; i++) {
 		struct pw_word *w = &p->w[i];
 
@@ -167,6 +185,7 @@ int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 		h->nvol++;
 		d->purged--;
 		d->vol++;
+		log_mark(p, i, prio, seq);
 		*w = (struct pw_word){ .seq = seq, .prio = prio,
 				       .state = RT_VOLATILE };
 	}
@@ -238,10 +257,25 @@ static void sift(struct pw_ent *v, uint32_t root, uint32_t n)
 	}
 }
 
-static void sort_entries(struct pw_ent *v, uint32_t n)
+/* v[0..c] is a heap but for v[c]: lift it. */
+static void sift_up(struct pw_ent *v, uint32_t c)
 {
-	for (uint32_t i = n / 2; i-- > 0;)
-		sift(v, i, n);
+	while (c > 0) {
+		uint32_t up = (c - 1) / 2;
+		struct pw_ent t;
+
+		if (!ent_less(&v[up], &v[c]))
+			return;
+		t = v[up];
+		v[up] = v[c];
+		v[c] = t;
+		c = up;
+	}
+}
+
+/* Sort the heap v[0..n) ascending. */
+static void sort_heap(struct pw_ent *v, uint32_t n)
+{
 	for (uint32_t end = n; end > 1; end--) {
 		struct pw_ent t = v[0];
 
@@ -251,24 +285,82 @@ static void sort_entries(struct pw_ent *v, uint32_t n)
 	}
 }
 
+static void sort_entries(struct pw_ent *v, uint32_t n)
+{
+	for (uint32_t i = n / 2; i-- > 0;)
+		sift(v, i, n);
+	sort_heap(v, n);
+}
+
+/* The PW_ORDER_MAX oldest volatile words, sorted: a max-heap of the
+ * oldest seen so far while the words stream past, then sorted in place. */
 static void build_order(struct pw *p)
 {
 	struct pw_hdr *h = p->h;
-	uint32_t n = 0;
+	uint32_t cap = p->n < PW_ORDER_MAX ? p->n : PW_ORDER_MAX, n = 0;
+	bool all = true;
 
 	for (uint32_t i = 0; i < p->n; i++) {
 		const struct pw_word *w = &p->w[i];
+		struct pw_ent x;
 
-		if (w->state == RT_VOLATILE)
-			p->e[n++] = (struct pw_ent){ .seq = w->seq,
-						     .prio = w->prio,
-						     .page = i };
+		if (w->state != RT_VOLATILE)
+			continue;
+		x = (struct pw_ent){ .seq = w->seq, .prio = w->prio, .page = i };
+		if (n < cap) {
+			p->e[n] = x;
+			sift_up(p->e, n++);
+		} else {
+			all = false;
+			if (ent_less(&x, &p->e[0])) {
+				p->e[0] = x;
+				sift(p->e, 0, n);
+			}
+		}
 	}
-	sort_entries(p->e, n);
+	sort_heap(p->e, n);
+	h->ord_all = all;
 	h->ord_len = n;
 	h->ord_pos = 0;
-	h->ord_gen = h->mark_gen;
+	h->ord_nlog = 0;
+	h->ord_stale = 0;
 	h->ord_built = 1;
+}
+
+/*
+ * Take the entries marks appended into the order: sorted, they become its
+ * tail when none sorts before the last old entry (the old order is
+ * sorted: its last entry is its largest, used up or not).  When every old
+ * entry is used up they move to the front, so a steady stream of marks
+ * and purges never fills the area.  false: sort everything instead.
+ */
+static bool take_log(struct pw *p)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t len = h->ord_len, pos = h->ord_pos, k = h->ord_nlog;
+
+	if (len > p->n || pos > len || k > p->n - len)
+		return false;
+	sort_entries(p->e + len, k);
+	if (!h->ord_all) {
+		/* The order holds the oldest words only: the entries behind
+		 * its last one are found by the next scan, ones before it
+		 * need one now. */
+		if (!len || ent_less(&p->e[len], &p->e[len - 1]))
+			return false;
+		h->ord_nlog = 0;
+		return true;
+	}
+	if (pos < len && ent_less(&p->e[len], &p->e[len - 1]))
+		return false;
+	if (pos == len) {
+		memmove(p->e, p->e + len, (size_t)k * sizeof(*p->e));
+		len = 0;
+		h->ord_pos = 0;
+	}
+	h->ord_len = len + k;
+	h->ord_nlog = 0;
+	return true;
 }
 
 /* Does entry x still describe its page's word? */
@@ -307,9 +399,11 @@ int pw_oldest(struct pw *p, struct pw_run *out)
 
 	if (!p->n || !h->nvol)
 		return 0;
-	if (!h->ord_built || h->ord_gen != h->mark_gen || !first_live(p, &pos)) {
-		/* Stale, or used up while words are volatile (which only a
-		 * scribbled generation can cause): build afresh. */
+	if (!h->ord_built || h->ord_stale || (h->ord_nlog && !take_log(p)) ||
+	    !first_live(p, &pos)) {
+		/* None yet, marks it could not follow, or used up while words
+		 * are volatile (which only scribbled content can cause):
+		 * build afresh. */
 		build_order(p);
 		if (!first_live(p, &pos))
 			return -EIO;

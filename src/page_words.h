@@ -15,11 +15,17 @@
  * "not here", RT_VOLATILE and RT_PURGED as in the tree.
  *
  * The purge order (lowest prio, then lowest seq) is the purge side's
- * business: marking only bumps a generation; whoever asks for the oldest
- * word sorts the volatile words once into an order area beside them and
- * walks it, skipping entries whose word no longer matches (unmarked,
- * purged).  The order is rebuilt only when something was marked since.
- * Purging is rare, marking is hot.
+ * business.  Whoever asks for the oldest word first sorts the volatile
+ * words into an order area beside them and walks it, skipping entries whose
+ * word no longer matches (unmarked, purged).  Once that order exists, a
+ * mark only appends its entry behind it (one store); the next asker sorts
+ * just those and, as their keys normally come after every older one (the
+ * mark clock grows), takes them as the order's tail.  Only when they do
+ * not (another priority, a clock a little behind) or the area is full is
+ * everything sorted again.  A sort keeps only the PW_ORDER_MAX oldest
+ * (a heap that fits in the cache while every word streams past once):
+ * when those are used up, the next scan picks the next ones.  Purging is
+ * rare, marking is hot.
  *
  * Position independence: everything lives in an area at the end of the
  * tree's arena, addressed by page number; nothing here is a pointer.
@@ -41,6 +47,8 @@
 /* Marks of at most this many pages go to the words (larger ones to the
  * tree, where a range costs one node whatever its length). */
 #define PW_MAX_MARK 16u
+/* Entries one sort keeps (64 KiB of them). */
+#define PW_ORDER_MAX 4096u
 
 struct pw_word {
 	uint64_t seq;
@@ -58,11 +66,14 @@ struct pw_hdr {
 	uint32_t magic;
 	uint32_t npages;
 	uint64_t nvol, npurged; /* words in each state */
-	uint64_t mark_gen;      /* bumped before a word becomes volatile */
-	uint64_t ord_gen;       /* mark_gen when the order was built */
-	uint32_t ord_len, ord_pos;
-	uint32_t ord_built;
-	uint32_t pad[3];
+	uint32_t ord_len;       /* sorted entries */
+	uint32_t ord_pos;       /* entries before it are used up */
+	uint32_t ord_nlog;      /* unsorted entries appended after ord_len */
+	uint32_t ord_built;     /* 1: the entries above mean something */
+	uint32_t ord_stale;     /* 1: a word turned volatile unrecorded */
+	uint32_t ord_all;       /* 1: every volatile word had an entry; 0:
+				 * only the oldest PW_ORDER_MAX did */
+	uint32_t pad[4];
 };
 
 /* This process's view; npages is trusted locally, never re-read. */

@@ -1132,6 +1132,77 @@ START_TEST(test_paged_drain)
 }
 END_TEST
 
+/*
+ * More volatile words than one sort keeps (PW_ORDER_MAX): a drain takes
+ * them in exact purge order across rescans, while pages are unmarked and
+ * marked again meanwhile with ages older and younger than the rest.
+ */
+START_TEST(test_paged_drain_large)
+{
+	enum { NP = 12000 };
+	size_t bytes = rt_arena_bytes_paged(NP + 16, NP);
+	void *arena = arena_new(bytes);
+	int32_t *mp = calloc(NP, sizeof(*mp));
+	uint64_t *ms = calloc(NP, sizeof(*ms));
+	uint8_t *st = calloc(NP, 1);
+	uint64_t rng = 99, nvol = 0, steps = 0, n;
+	struct rt_tree t;
+	struct rt_range r;
+
+	ck_assert(mp && ms && st);
+	ck_assert_int_eq(rt_format_paged(&t, arena, bytes, NP), 0);
+	for (uint32_t i = 0; i < NP; i++) {
+		mp[i] = (int32_t)rng_below(&rng, 3);
+		ms[i] = 1000 + rng_below(&rng, 1000000);
+		st[i] = RT_VOLATILE;
+		ck_assert_int_eq(rt_mark_volatile(&t, i, i + 1, mp[i], ms[i], NULL), 0);
+		nvol++;
+	}
+	while (rt_oldest(&t, &r) == 1) {
+		uint32_t best = NP;
+
+		REQUIRE(steps < 10 * NP, "the drain does not end");
+		for (uint64_t q = r.start; q < r.end; q++)
+			REQUIRE(q < NP && st[q] == RT_VOLATILE && mp[q] == r.prio &&
+					ms[q] == r.seq,
+				"step %" PRIu64 ": page %" PRIu64 " is not that", steps, q);
+		if (steps % 53 == 0) { /* the model's oldest, by a scan */
+			for (uint32_t q = 0; q < NP; q++)
+				if (st[q] == RT_VOLATILE &&
+				    (best == NP || mp[q] < mp[best] ||
+				     (mp[q] == mp[best] && (ms[q] < ms[best] ||
+							    (ms[q] == ms[best] && q < best)))))
+					best = q;
+			REQUIRE(best == r.start, "step %" PRIu64 ": oldest %" PRIu64
+				", model %u", steps, r.start, best);
+		}
+		ck_assert_int_eq(rt_mark_purged(&t, r.start, r.end, &n), 0);
+		for (uint64_t q = r.start; q < r.end; q++)
+			st[q] = RT_PURGED;
+		nvol -= n;
+		if (steps % 7 == 0) { /* unmark and mark anew, any age */
+			uint32_t q = (uint32_t)rng_below(&rng, NP);
+
+			ck_assert_int_eq(rt_clear(&t, q, q + 1, NULL, NULL), 0);
+			nvol -= st[q] == RT_VOLATILE;
+			mp[q] = (int32_t)rng_below(&rng, 3);
+			ms[q] = steps % 14 ? 2000000 + steps : rng_below(&rng, 2000);
+			st[q] = RT_VOLATILE;
+			nvol++;
+			ck_assert_int_eq(rt_mark_volatile(&t, q, q + 1, mp[q], ms[q], NULL), 0);
+		}
+		steps++;
+	}
+	ck_assert_uint_eq(nvol, 0);
+	ck_assert_uint_eq(rt_volatile_pages(&t), 0);
+	ck_assert_int_eq(rt_check(&t), 0);
+	free(st);
+	free(ms);
+	free(mp);
+	free(arena);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Hostile arena content                                                     */
 
@@ -1341,6 +1412,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, test_differential);
 	tcase_add_test(tc, test_differential_paged);
 	tcase_add_test(tc, test_paged_drain);
+	tcase_add_test(tc, test_paged_drain_large);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("corruption");
