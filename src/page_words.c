@@ -375,8 +375,8 @@ static inline bool ent_live(const struct pw *p, const struct pw_ent *x)
 }
 
 /* The first live entry from ord_pos on (advancing ord_pos past dead ones:
- * an entry that stopped matching never matches again without a mark, and
- * a mark rebuilds the order).  1 and *pos, or 0. */
+ * an entry that stopped matching only matches again after a mark, and a
+ * mark records an entry of its own).  1 and *pos, or 0. */
 static int first_live(struct pw *p, uint32_t *pos)
 {
 	struct pw_hdr *h = p->h;
