@@ -23,7 +23,8 @@ void pw_format(struct pw *p, void *area, uint32_t npages)
 	p->e = (struct pw_ent *)((char *)area + 16 * (size_t)npages);
 	p->h = hdr_of(area, npages);
 	p->n = npages;
-	memset(p->w, 0, 16 * (size_t)npages);
+	/* The words of a zero-filled area are already "no state": a large
+	 * region's metadata costs no page until its pages are marked. */
 	memset(p->h, 0, sizeof(*p->h));
 	p->h->magic = PW_MAGIC;
 	p->h->npages = npages;

@@ -97,7 +97,7 @@ static inline size_t pw_area_bytes(uint32_t npages)
 	return PW_HDR_BYTES + 32 * (size_t)npages;
 }
 
-/* Format the area (zero-filled or not) that starts at area. */
+/* Format the zero-filled area that starts at area. */
 void pw_format(struct pw *p, void *area, uint32_t npages);
 /* Attach to a formatted area: 0, or -EIO if its header disagrees. */
 int pw_attach(struct pw *p, void *area, uint32_t npages);

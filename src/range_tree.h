@@ -78,7 +78,7 @@ int rt_format(struct rt_tree *t, void *arena, size_t arena_bytes);
  */
 size_t rt_arena_bytes_paged(uint32_t nranges, uint32_t npages);
 int rt_format_paged(struct rt_tree *t, void *arena, size_t arena_bytes,
-		    uint32_t npages);
+		    uint32_t npages); /* zero-filled too */
 /* Pages with words (0: none). */
 static inline uint32_t rt_pages(const struct rt_tree *t)
 {
