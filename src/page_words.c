@@ -392,26 +392,35 @@ static int first_live(struct pw *p, uint32_t *pos)
 	return i < len;
 }
 
+static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out);
+
 int pw_oldest(struct pw *p, struct pw_run *out)
 {
 	struct pw_hdr *h = p->h;
-	const struct pw_ent *x;
-	uint32_t pos, k, len;
+	uint32_t pos;
 
 	if (!p->n || !h->nvol)
 		return 0;
 	if (!h->ord_built || h->ord_stale || (h->ord_nlog && !take_log(p)) ||
 	    !first_live(p, &pos)) {
-		/* None yet, marks it could not follow, or used up while words
-		 * are volatile (which only scribbled content can cause):
+		/* None yet, marks it could not follow, or used up (the
+		 * oldest ones only were kept) while words are volatile:
 		 * build afresh. */
 		build_order(p);
 		if (!first_live(p, &pos))
 			return -EIO;
 	}
-	x = &p->e[pos];
-	len = h->ord_len; /* first_live() saw it <= n */
-	/* Neighbouring pages of the same age purge as one run. */
+	run_at(p, pos, out);
+	return 1;
+}
+
+/* The run that starts with the live entry at pos: neighbouring pages of
+ * the same age, which purge as one hole. */
+static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out)
+{
+	const struct pw_ent *x = &p->e[pos];
+	uint32_t len = p->h->ord_len, k;
+
 	for (k = 1; pos + k < len && pos + k < p->n; k++) {
 		const struct pw_ent *y = &p->e[pos + k];
 
@@ -422,7 +431,65 @@ int pw_oldest(struct pw *p, struct pw_run *out)
 	*out = (struct pw_run){ .start = x->page, .end = (uint64_t)x->page + k,
 				.seq = x->seq, .prio = x->prio,
 				.state = RT_VOLATILE };
+}
+
+/* The oldest volatile word marked no later than max_seq, by a scan (an
+ * order of the oldest words only may hold none such while others do). */
+static int scan_before(const struct pw *p, uint64_t max_seq, struct pw_run *out)
+{
+	const struct pw_word *b = NULL;
+	uint32_t bi = 0, j;
+
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct pw_word *w = &p->w[i];
+
+		if (w->state != RT_VOLATILE || w->seq > max_seq)
+			continue;
+		if (!b || w->prio < b->prio || (w->prio == b->prio && w->seq < b->seq)) {
+			b = w;
+			bi = i;
+		}
+	}
+	if (!b)
+		return 0;
+	for (j = bi + 1; j < p->n && same_word(&p->w[j], b); j++)
+		;
+	*out = (struct pw_run){ .start = bi, .end = j, .seq = b->seq,
+				.prio = b->prio, .state = RT_VOLATILE };
 	return 1;
+}
+
+int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t i, len;
+	int r = pw_oldest(p, out);
+
+	if (r <= 0 || out->seq <= max_seq)
+		return r;
+	/* Within a priority the order ascends by seq: once one entry is past
+	 * max_seq, the rest of its priority is too. */
+	len = h->ord_len;
+	i = h->ord_pos;
+	if (len > p->n || i > len)
+		return -EIO;
+	while (i < len) {
+		const struct pw_ent *x = &p->e[i];
+
+		if (x->seq > max_seq) {
+			int32_t prio = x->prio;
+
+			while (i < len && p->e[i].prio == prio)
+				i++;
+			continue;
+		}
+		if (ent_live(p, x)) {
+			run_at(p, i, out);
+			return 1;
+		}
+		i++;
+	}
+	return h->ord_all ? 0 : scan_before(p, max_seq, out);
 }
 
 int pw_check(const struct pw *p)

@@ -136,6 +136,12 @@ int pw_next_run(const struct pw *p, uint64_t s, uint64_t e, struct pw_run *out);
  * of one age): 1, 0 if none, -EIO.  May rebuild the order (O(n log n)). */
 int pw_oldest(struct pw *p, struct pw_run *out);
 
+/* The same among the words marked no later than max_seq (a purge pass
+ * takes what was volatile when it began): 1, 0 if none, -EIO.  Walks the
+ * order, skipping a priority at its first entry past max_seq; a scan of
+ * the words when the order holds only the oldest and none of them. */
+int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out);
+
 /* Counters and states check out: 0 or -EIO.  O(npages). */
 int pw_check(const struct pw *p);
 

@@ -1203,6 +1203,64 @@ START_TEST(test_paged_drain_large)
 }
 END_TEST
 
+/*
+ * The oldest word marked no later than a pass's start (pw_oldest_before),
+ * against a scan, with more words than one sort keeps and with few.
+ */
+START_TEST(test_paged_oldest_before)
+{
+	enum { NP = 9000 };
+	size_t bytes = rt_arena_bytes_paged(NP + 16, NP);
+	void *arena = arena_new(bytes);
+	uint64_t rng = 4242;
+	struct rt_tree t;
+
+	ck_assert_int_eq(rt_format_paged(&t, arena, bytes, NP), 0);
+	for (int round = 0; round < 3; round++) {
+		uint32_t nmark = round == 0 ? 300 : NP;
+
+		ck_assert_int_eq(rt_clear(&t, 0, NP, NULL, NULL), 0);
+		for (uint32_t k = 0; k < nmark; k++) {
+			uint32_t q = (uint32_t)rng_below(&rng, NP);
+
+			ck_assert_int_eq(rt_mark_volatile(&t, q, q + 1,
+					 (int32_t)rng_below(&rng, 4),
+					 1 + rng_below(&rng, 100000), NULL), 0);
+		}
+		for (int probe = 0; probe < 200; probe++) {
+			uint64_t max_seq = rng_below(&rng, 110000);
+			struct pw_run run;
+			const struct pw_word *w = t.pw.w, *b = NULL;
+			uint32_t bi = 0;
+			int r;
+
+			for (uint32_t q = 0; q < NP; q++)
+				if (w[q].state == RT_VOLATILE && w[q].seq <= max_seq &&
+				    (!b || w[q].prio < b->prio ||
+				     (w[q].prio == b->prio && w[q].seq < b->seq))) {
+					b = &w[q];
+					bi = q;
+				}
+			r = pw_oldest_before(&t.pw, max_seq, &run);
+			if (!b) {
+				REQUIRE(r == 0, "round %d: found one before %" PRIu64,
+					round, max_seq);
+				continue;
+			}
+			REQUIRE(r == 1 && run.start == bi && run.prio == b->prio &&
+					run.seq == b->seq,
+				"round %d before %" PRIu64 ": %d page %" PRIu64
+				", scan page %u", round, max_seq, r, run.start, bi);
+			/* Purge it now and then: the order moves on. */
+			if (probe % 3 == 0)
+				ck_assert_int_eq(rt_mark_purged(&t, run.start, run.end, NULL), 0);
+		}
+	}
+	ck_assert_int_eq(rt_check(&t), 0);
+	free(arena);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Hostile arena content                                                     */
 
@@ -1413,6 +1471,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, test_differential_paged);
 	tcase_add_test(tc, test_paged_drain);
 	tcase_add_test(tc, test_paged_drain_large);
+	tcase_add_test(tc, test_paged_oldest_before);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("corruption");
