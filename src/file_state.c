@@ -648,8 +648,9 @@ static bool span_armable(struct vfile *f, const struct batch *b)
 	return true;
 }
 
-/* The runs of b punched under one arming per SIGBUS mapping. */
-static void punch_span(struct vfile *f, const struct batch *b)
+/* The runs of b punched under one arming per SIGBUS mapping.  false,
+ * nothing punched and nothing left armed, if a mapping refused. */
+static bool punch_span(struct vfile *f, const struct batch *b)
 {
 	size_t off = (size_t)b->start[0] << vr_page_shift;
 	size_t len = (size_t)(b->end[b->n - 1] - b->start[0]) << vr_page_shift;
@@ -657,8 +658,16 @@ static void punch_span(struct vfile *f, const struct batch *b)
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
-			uffd_before_discard(m, o, l);
+		if (!m->sigbus || !map_clip(m, &o, &l) ||
+		    uffd_before_discard(m, o, l) == 0)
+			continue;
+		for (struct vmap *a = f->maps; a != m; a = a->next) {
+			size_t ao = off, al = len;
+
+			if (a->sigbus && map_clip(a, &ao, &al))
+				uffd_disarm(a, ao, al);
+		}
+		return false;
 	}
 	for (uint32_t i = 0; i < b->n; i++)
 		punch_hole(f, (size_t)b->start[i] << vr_page_shift,
@@ -677,6 +686,7 @@ static void punch_span(struct vfile *f, const struct batch *b)
 		}
 		uffd_disarm(m, o, l);
 	}
+	return true;
 }
 
 /* Punch the batch's runs in address order, neighbours as one: a page
@@ -706,10 +716,8 @@ static void punch_batch(struct vfile *f, struct batch *b)
 		b->end[n] = e;
 	}
 	b->n = n;
-	if (n > 1 && has_sigbus_map(f) && span_armable(f, b)) {
-		punch_span(f, b);
+	if (n > 1 && has_sigbus_map(f) && span_armable(f, b) && punch_span(f, b))
 		return;
-	}
 	for (uint32_t i = 0; i < n; i++)
 		punch_run(f, b->start[i], b->end[i]);
 }
