@@ -619,7 +619,8 @@ static bool in_runs(const struct batch *b, uint64_t pg, uint32_t *i)
 
 /*
  * May the span of the batch's runs be armed once in every SIGBUS mapping
- * of f?  Each mapping must allow it (uffd_span_ok), and every page of the
+ * of f?  Each mapping must allow it (uffd_span_ok) and still map the file
+ * all along the span (anymap_map_holds), and every page of the
  * span that the batch does not punch must be in the file's page cache
  * (mincore): while armed, a touch of a hole raises SIGBUS, and such a page
  * may be non-volatile.  A page in the cache stays there meanwhile: only a
@@ -640,7 +641,11 @@ static bool span_armable(struct vfile *f, const struct batch *b)
 
 		if (!m->sigbus || !map_clip(m, &o, &l))
 			continue;
-		if (!uffd_span_ok(m) || mincore(m->base + o, l, vec) < 0)
+		/* A mapping that no longer maps the file all along the
+		 * span (unmapped, a newcomer at its address) is judged run
+		 * by run (punch_run). */
+		if (!uffd_span_ok(m) || !anymap_map_holds(f, m, o, l) ||
+		    mincore(m->base + o, l, vec) < 0)
 			return false;
 		first = o >> vr_page_shift;
 		for (size_t k = 0; k < l >> vr_page_shift; k++)
