@@ -55,6 +55,13 @@ struct vfile {
 	_Atomic unsigned int refs; /* regions, file layer, known mappings;
 				   * reaching 0 under the registry lock */
 	bool app_mapped;          /* seen through an application mapping */
+	bool dormant;             /* an orphan kept without our descriptor:
+				   * the file may be gone (see file_state.c) */
+	int wd;                   /* its inotify watch (-1: none) */
+	/* The file's birth time (statx): with device and inode, who it is
+	 * when a dormant state is met again; 0/0 unknown. */
+	int64_t btime_sec;
+	uint32_t btime_nsec;
 	bool fd_layer;            /* the file layer holds a reference */
 	pthread_mutex_t lock;     /* the mapping list (with the tree lock) */
 	struct shared_lock tree_lock; /* the tree of a foreign file */
@@ -99,20 +106,26 @@ struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
 
 /*
  * Drop a reference.  The last one frees the vfile - unless the file was
- * seen through an application mapping, still holds state (volatile or
- * purged ranges) and may still be reached (it has a name, or another open
- * file description): then it stays in the registry without references (an
+ * seen through an application mapping and still holds state (volatile or
+ * purged ranges): then it stays in the registry without references (an
  * orphan), so the state is the file's again when it is met next (contract
- * 1), until vfile_sweep_orphans() finds it unreachable.
+ * 1 and 5).  An orphan keeps our descriptor while it has volatile ranges
+ * and the file can be reached (purges can discard them); otherwise it
+ * goes dormant: our descriptor is closed (so we never keep the file's
+ * memory alive), an inotify watch tells when the file is gone for good,
+ * and only then is the state dropped.
  */
 void vfile_put(struct vfile *f) VR_HIDDEN;
 
 /* The file was met through an application mapping (any_mapping.c). */
 void vfile_note_app_mapped(struct vfile *f) VR_HIDDEN;
 
-/* Free the orphans that hold no state any more or that nobody else can
- * reach (unlinked and no other open file description for writing). */
+/* Free the orphans that hold no state any more and the dormant ones whose
+ * file is gone; put the others dormant when they may be unreachable. */
 void vfile_sweep_orphans(void) VR_HIDDEN;
+
+/* Is state kept for the file (dev, ino) while nothing refers to it? */
+bool vfile_dormant_known(dev_t dev, ino_t ino) VR_HIDDEN;
 
 /* Take the file's tree lock (0) - a library file's shared lock, else its
  * own - or report a lock that cannot be had (-EIO). */
