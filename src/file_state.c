@@ -738,13 +738,13 @@ void vfile_del_map(struct vfile *f, struct vmap *m)
 	vfile_publish(f);
 }
 
-int vfile_peek_oldest(struct vfile *f, struct rt_range *out)
+int vfile_peek_oldest(struct vfile *f, uint64_t max_seq, struct rt_range *out)
 {
 	int r = vfile_lock(f);
 
 	if (r < 0)
 		return r;
-	r = rt_oldest(&f->tree, out);
+	r = rt_oldest_before(&f->tree, max_seq, out);
 	vfile_unlock(f);
 	return r;
 }
@@ -876,7 +876,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		*pages += n;
 		left -= n;
 		if (!left || b.n == BATCH_RUNS || keep_spare(f) < 0 ||
-		    rt_oldest(&f->tree, &rr) != 1 || !may_take(&rr, lim))
+		    rt_oldest_before(&f->tree, lim->max_seq, &rr) != 1 ||
+		    !may_take(&rr, lim))
 			break;
 	}
 	punch_batch(f, &b);
@@ -909,7 +910,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 
 	if (r < 0)
 		return r;
-	r = rt_oldest(&f->tree, &rr);
+	r = rt_oldest_before(&f->tree, lim->max_seq, &rr);
 	if (r <= 0)
 		goto out;
 	if (f->anon) {
@@ -933,7 +934,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 	r = keep_spare(f) < 0 ? -ENOMEM : 1;
 	/* Progress or stop: a tree that hands out the same oldest range after
 	 * it was discarded is corrupt, and callers loop on this. */
-	if (r == 1 && rt_oldest(&f->tree, &after) == 1 &&
+	if (r == 1 && rt_oldest_before(&f->tree, lim->max_seq, &after) == 1 &&
 	    after.start == rr.start && after.seq == rr.seq && after.prio == rr.prio)
 		r = -EIO;
 out:
@@ -942,7 +943,8 @@ out:
 	return r;
 }
 
-ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
+			 uint64_t max_seq)
 {
 	struct purge_cand *v;
 	size_t n = 0, cap = 0;
@@ -955,7 +957,7 @@ ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
 	for (struct vfile *f = registry; v && f; f = f->next) {
 		/* A dormant file has no descriptor to punch with. */
 		if ((skip_shared && f->shared) || f->dormant ||
-		    vfile_peek_oldest(f, &rr) <= 0)
+		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;
 		v[n].f = f;

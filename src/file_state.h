@@ -147,20 +147,24 @@ void vfile_add_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 void vfile_del_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 
 /*
- * Purging.  vfile_peek_oldest reports f's first range in purge order (1),
- * or 0 when f has nothing volatile left.  vfile_purge_oldest discards f's
- * oldest ranges - the first one, then the next ones while they stay ahead
+ * Purging.  vfile_peek_oldest reports f's first range in purge order
+ * among those marked no later than max_seq (1), or 0 when there is none.
+ * vfile_purge_oldest discards f's oldest ranges marked no later than
+ * lim->max_seq - the first one, then the next ones while they stay ahead
  * of *lim in the purge order - up to max_pages and one chunk (so marking
  * is never blocked for long), adding the bytes freed (st_blocks) to *freed
  * and the pages discarded to *pages.  Returns 1 if it discarded something,
- * 0 if nothing volatile is left, -errno.
+ * 0 if nothing volatile is left, -errno.  Ranges marked later are passed
+ * over, not waited at: the ranges behind them in the order (of a higher
+ * priority) were marked before and are this pass's.
  */
 struct purge_limit {
 	uint64_t max_seq;             /* nothing marked later than this */
 	bool other;                   /* another file's range comes next: */
 	struct rt_range other_oldest; /* nothing younger than it */
 };
-int vfile_peek_oldest(struct vfile *f, struct rt_range *out) VR_HIDDEN;
+int vfile_peek_oldest(struct vfile *f, uint64_t max_seq,
+		      struct rt_range *out) VR_HIDDEN;
 int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages) VR_HIDDEN;
@@ -179,10 +183,11 @@ struct purge_cand {
 	struct rt_range oldest;
 };
 
-/* Every file with something volatile (library files passed over when
- * skip_shared), each with a reference taken: the count (and *out, to
- * free), or -ENOMEM. */
-ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared) VR_HIDDEN;
+/* Every file with something volatile marked no later than max_seq
+ * (library files passed over when skip_shared), each with a reference
+ * taken: the count (and *out, to free), or -ENOMEM. */
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
+			 uint64_t max_seq) VR_HIDDEN;
 /* RT_VOLATILE pages of the files that are not library files (+ anonymous). */
 uint64_t vfile_unshared_volatile_pages(void) VR_HIDDEN;
 

@@ -73,16 +73,6 @@
 			      * one's address is -ENOENT past the old end */
 #endif
 static int reuse = MODEL_REUSE_ADDRESS;
-#ifndef MODEL_PURGE_SEES_PEER_MARKS
-#define MODEL_PURGE_SEES_PEER_MARKS 0 /* new defect D2 (model-test report):
-				       * vrange_purge misses what another
-				       * process marked in the same clock tick */
-#endif
-#ifndef MODEL_PURGE_PAST_UNTOUCHED
-#define MODEL_PURGE_PAST_UNTOUCHED 0 /* new defect D3: a purge stops at
-				      * untouched anonymous pages it put back,
-				      * before higher-priority ranges */
-#endif
 #ifndef MODEL_APP_MAP_STALE_SIGBUS
 #define MODEL_APP_MAP_STALE_SIGBUS 0 /* new defect D6: an application mapping
 				      * armed for SIGBUS keeps a stale marker
@@ -1076,46 +1066,10 @@ static void g_read(int p, int o)
 	}
 }
 
-/* Does p hold anonymous volatile pages with no data (a purge puts them back)? */
-static int untouched_anon(int p)
-{
-	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && F[f].kind == FK_ANON && F[f].owner == p)
-			for (int i = 0; i < F[f].npg; i++)
-				if (F[f].pg[i].vol && (F[f].pg[i].seed == 0 ||
-						       F[f].pg[i].seed == SEED_UNKNOWN ||
-						       F[f].pg[i].maybe ||
-						       F[f].pg[i].must))
-					return 1;
-	return 0;
-}
-
-/*
- * D2: a range another process marked within the last clock tick looks
- * "marked after the pass began" - and a pass stops at the first such range
- * it meets in purge order, whatever is behind it.
- */
-static int recent_peer_marks(int p)
-{
-	uint64_t now = now_ns();
-
-	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && reaches(p, f))
-			for (int i = 0; i < F[f].npg; i++)
-				if (F[f].pg[i].vol && F[f].pg[i].marked_by != p &&
-				    now - F[f].pg[i].marked_ns < 100000000u)
-					return 1;
-	return 0;
-}
-
 /* Everything volatile process p's purges may reach: may be discarded. */
 static uint64_t purge_model(int p, int only_file, int all)
 {
 	uint64_t clean = 0;
-	int untouched = only_file < 0 && !MODEL_PURGE_PAST_UNTOUCHED &&
-			untouched_anon(p);
-	int blocked = only_file < 0 && !MODEL_PURGE_SEES_PEER_MARKS &&
-		      recent_peer_marks(p);
 
 	for (int f = 0; f < M_MAXFILE; f++) {
 		int sure;
@@ -1131,7 +1085,6 @@ static uint64_t purge_model(int p, int only_file, int all)
 				continue;
 			/* A reset tree says "purged" without discarding. */
 			if (all && sure && g->vol == 1 && !g->zok && !g->reset &&
-			    !blocked && (!untouched || g->prio <= 0) &&
 			    g->seed != 0 && g->seed != SEED_UNKNOWN) {
 				if (!g->maybe && !g->must && !bg_purging(f)) {
 					clean++;
@@ -1657,8 +1610,6 @@ static void g_fork(void)
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		fail("the forked child found a violation (status %#x)", st);
 	if (purge) {
-		int blocked = !MODEL_PURGE_SEES_PEER_MARKS && recent_peer_marks(0);
-
 		/* The child shares library files' state: it purged them. */
 		for (int f = 0; f < M_MAXFILE; f++) {
 			if (!F[f].used || F[f].kind != FK_LIB || !reaches(0, f))
@@ -1669,7 +1620,7 @@ static void g_fork(void)
 				if (!g->vol)
 					continue;
 				if (attached(0, f) && g->vol == 1 && !g->zok &&
-				    !g->reset && !blocked && g->seed &&
+				    !g->reset && g->seed &&
 				    g->seed != SEED_UNKNOWN) {
 					if (!g->must)
 						g->must_by = 0xfe;

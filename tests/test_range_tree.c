@@ -542,6 +542,45 @@ START_TEST(test_oldest_order)
 }
 END_TEST
 
+/* A purge pass passes over ranges marked after it began, priority by
+ * priority, to the older ranges of higher priorities behind them. */
+START_TEST(test_oldest_before)
+{
+	size_t bytes = rt_arena_bytes(64);
+	void *arena = arena_new(bytes);
+	struct rt_tree t;
+	struct rt_range r;
+
+	fresh_tree(&t, arena, bytes);
+	ck_assert_int_eq(rt_oldest_before(&t, UINT64_MAX, &r), 0);
+	ck_assert_int_eq(rt_mark_volatile(&t, 0, 4, -5, 90, NULL), 0);  /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 10, 14, -5, 95, NULL), 0); /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 20, 24, 0, 91, NULL), 0);  /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 30, 34, 0, 99, NULL), 0);  /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 40, 44, 3, 60, NULL), 0);
+	ck_assert_int_eq(rt_mark_volatile(&t, 50, 54, 3, 10, NULL), 0);
+	ck_assert_int_eq(rt_mark_volatile(&t, 60, 64, INT32_MAX, 1, NULL), 0);
+	ck_assert_int_eq(rt_oldest_before(&t, UINT64_MAX, &r), 1);
+	ck_assert_uint_eq(r.start, 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 90, &r), 1);
+	ck_assert_uint_eq(r.start, 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 89, &r), 1);
+	ck_assert_uint_eq(r.start, 50);
+	ck_assert_int_eq(r.prio, 3);
+	ck_assert_int_eq(rt_oldest_before(&t, 9, &r), 1);
+	ck_assert_uint_eq(r.start, 60);
+	ck_assert_int_eq(rt_oldest_before(&t, 0, &r), 0);
+	/* Refreshed (marked again) after the pass began: passed over. */
+	ck_assert_int_eq(rt_mark_volatile(&t, 50, 54, 3, 100, NULL), 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 89, &r), 1);
+	ck_assert_uint_eq(r.start, 40);
+	ck_assert_int_eq(rt_mark_purged(&t, 40, 44, NULL), 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 89, &r), 1);
+	ck_assert_uint_eq(r.start, 60);
+	free(arena);
+}
+END_TEST
+
 struct visit_log {
 	struct rt_range r[8];
 	int n, stop_at;
@@ -1208,6 +1247,7 @@ Suite *test_suite(void)
 	tcase_add_loop_test(tc, test_shapes_exhaustive, 0,
 			    (int)(sizeof(layouts) / sizeof(layouts[0])));
 	tcase_add_test(tc, test_oldest_order);
+	tcase_add_test(tc, test_oldest_before);
 	tcase_add_test(tc, test_visit);
 	tcase_add_test(tc, test_count);
 	tcase_add_test(tc, test_extreme_addresses);
