@@ -304,6 +304,74 @@ START_TEST(released_when_unmapped_last)
 }
 END_TEST
 
+/* A /dev/shm file closed and unmapped but still named: reopened by its
+ * name later, its state is there; unlinked and closed, it is let go. */
+START_TEST(named_file_reopened)
+{
+	const size_t n = 2;
+	char path[96], link[300], target[300];
+	unsigned char *a;
+	int fd, before;
+
+	warm_up();
+	before = count_fds();
+	snprintf(path, sizeof(path), "/dev/shm/vrange-test-d9-%d", (int)getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		TEST_SKIP("no /dev/shm here: %s", strerror(errno));
+	ck_assert_int_eq(ftruncate(fd, (off_t)(n * ps)), 0);
+	a = map_shared(fd, n);
+	close(fd);
+	memset(a, 'n', n * ps);
+	ck_assert_int_eq(vrange(a, ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)ps);
+	ck_assert_int_eq(munmap(a, n * ps), 0);
+	sweep();
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(n * ps)), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(n * ps)), VRANGE_INTACT);
+	ck_assert(all_bytes(fd, ps, ps, 'n'));
+	unlink(path);
+	close(fd);
+	sweep();
+	ck_assert_int_eq(count_fds(), before);
+	for (int i = 0; i < 1024; i++) {
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", i);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len > 0) {
+			target[len] = 0;
+			ck_assert_msg(!strstr(target, "vrange-test-d9"),
+				      "the library still holds %s", target);
+		}
+	}
+}
+END_TEST
+
+/* Shared anonymous memory is a shared-memory object of its own (contract
+ * 5): its state too is let go once its last mapping is gone. */
+START_TEST(released_shared_anonymous)
+{
+	const size_t n = 2;
+	int before;
+	unsigned char *a;
+
+	warm_up();
+	before = count_fds();
+	a = mmap(NULL, n * ps, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(a, MAP_FAILED);
+	memset(a, 's', n * ps);
+	ck_assert_int_eq(vrange(a, n * ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_ge(vrange_purge(ps), (ssize_t)ps);
+	ck_assert_int_eq(munmap(a, n * ps), 0);
+	sweep();
+	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(stats().volatile_bytes, 0);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("file-state");
@@ -316,6 +384,8 @@ Suite *test_suite(void)
 	tcase_add_test(tc, purged_state_outlives_mapping_in_child);
 	tcase_add_test(tc, released_when_file_gone);
 	tcase_add_test(tc, released_when_unmapped_last);
+	tcase_add_test(tc, released_shared_anonymous);
+	tcase_add_test(tc, named_file_reopened);
 	suite_add_tcase(s, tc);
 	return s;
 }
