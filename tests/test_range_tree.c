@@ -874,14 +874,16 @@ static void dapply(struct dmodel *m, int kind, uint32_t lo, uint32_t hi,
 }
 
 /* Lowest (prio, seq, page) among volatile pages; false if none. */
-static bool doldest(struct dmodel *m, struct rt_range *r)
+/* The model's first range in purge order marked no later than max_seq:
+ * a priority's queue head is its least recently marked range. */
+static bool doldest_before(struct dmodel *m, uint64_t max_seq, struct rt_range *r)
 {
 	for (int i = 0; i < NPRIO; i++) {
 		uint32_t s, p;
 
 		while (m->qh[i] < m->qt[i] && !m->cnt[m->q[i][m->qh[i]]])
 			m->qh[i]++;
-		if (m->qh[i] == m->qt[i])
+		if (m->qh[i] == m->qt[i] || m->q[i][m->qh[i]] > max_seq)
 			continue;
 		s = m->q[i][m->qh[i]];
 		p = m->minpage[s];
@@ -898,6 +900,11 @@ static bool doldest(struct dmodel *m, struct rt_range *r)
 		return true;
 	}
 	return false;
+}
+
+static bool doldest(struct dmodel *m, struct rt_range *r)
+{
+	return doldest_before(m, UINT64_MAX, r);
 }
 
 struct dcmp {
@@ -972,7 +979,7 @@ static void differential(uint64_t seed, uint64_t steps)
 		uint32_t lo = (uint32_t)rng_below(&rng, DPAGES), len, hi;
 		uint32_t sel = (uint32_t)rng_below(&rng, 1000);
 		uint8_t pi = (uint8_t)rng_below(&rng, NPRIO);
-		uint32_t seq = (uint32_t)step + 1;
+		uint32_t seq = (uint32_t)step + 1, cut;
 		uint64_t res[2], mres[2], v, p, mv, mp;
 		struct rt_range r, mr;
 		bool full = step < 10000 || step % 1000 == 0 || step + 1 == steps;
@@ -1045,6 +1052,18 @@ static void differential(uint64_t seed, uint64_t steps)
 		} else {
 			DREQ(ro == 0, "oldest %d, model has none", ro);
 		}
+		/* A purge pass that began at some earlier step. */
+		cut = (uint32_t)((step * 2654435761u) % (seq + 1u));
+		ro = rt_oldest_before(&t, cut, &r);
+		if (doldest_before(m, cut, &mr))
+			DREQ(ro == 1 && r.start == mr.start && r.end == mr.end &&
+				     r.prio == mr.prio && r.seq == mr.seq,
+			     "oldest before %u: %d [%" PRIu64 ",%" PRIu64
+			     "), model [%" PRIu64 ",%" PRIu64 ")", cut, ro,
+			     r.start, r.end, mr.start, mr.end);
+		else
+			DREQ(ro == 0, "oldest before %u: %d, model has none",
+			     cut, ro);
 		if (full) {
 			DREQ(rt_check(&t) == 0, "rt_check");
 			DREQ(dcompare(&t, m, 0, DPAGES), "pages differ");
