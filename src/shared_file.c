@@ -81,7 +81,8 @@ static int layout(uint64_t user_size, uint64_t *arena_bytes, uint64_t *meta_size
 
 	if (user_size == 0 || pages > UINT32_MAX - ARENA_SLACK)
 		return -EINVAL;
-	*arena_bytes = round_page(rt_arena_bytes((uint32_t)pages + ARENA_SLACK));
+	*arena_bytes = round_page(rt_arena_bytes_paged((uint32_t)pages + ARENA_SLACK,
+							(uint32_t)pages));
 	*meta_size = *arena_bytes + vr_page_size;
 	return 0;
 }
@@ -219,7 +220,9 @@ static int create_meta(uint64_t user_size, uint64_t file_size)
 	if (r == 0 && !user_size)
 		r = map_foreign_arena(mfd, s.arena_bytes, &s);
 	if (r == 0)
-		r = rt_format(&t, s.arena, s.arena_bytes);
+		r = user_size ? rt_format_paged(&t, s.arena, s.arena_bytes,
+						(uint32_t)s.user_pages)
+			      : rt_format(&t, s.arena, s.arena_bytes); /* size changes */
 	if (r == 0) {
 		atomic_init(&s.hdr->lock.word, 0);
 		memcpy(s.hdr->magic, user_size ? VSHARED_MAGIC : VSHARED_MAGIC_FOREIGN,
@@ -524,7 +527,8 @@ static int attach(int fd, int mfd, const struct vshared_xattr *x,
 			       s->hdr->user_size != x->user_size ||
 			       s->hdr->arena_bytes != s->arena_bytes ||
 			       !atomic_load_explicit(&s->hdr->ready, memory_order_acquire) ||
-			       rt_attach(tree, s->map, s->arena_bytes) < 0))
+			       rt_attach(tree, s->map, s->arena_bytes) < 0 ||
+			       rt_pages(tree) != s->user_pages))
 			r = -EIO;
 	}
 	if (r < 0) {
@@ -662,7 +666,9 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 	if (!s->foreign || fallocate(s->meta_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				     (off_t)vr_page_size, (off_t)s->arena_bytes) < 0)
 		memset(s->arena, 0, s->arena_bytes);
-	if (rt_format(tree, s->arena, s->arena_bytes) < 0 ||
+	if ((s->foreign ? rt_format(tree, s->arena, s->arena_bytes)
+			: rt_format_paged(tree, s->arena, s->arena_bytes,
+					  (uint32_t)s->user_pages)) < 0 ||
 	    (pages && (rt_mark_volatile(tree, 0, pages, 0, 0, NULL) < 0 ||
 		       rt_mark_purged(tree, 0, pages, NULL) < 0)))
 		return -EIO;
