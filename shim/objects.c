@@ -127,6 +127,9 @@ static int private_state(struct ash_obj *o, const struct stat *st, struct vfile 
 	*f = vfile_find(st->st_dev, st->st_ino, o->pfd);
 	if (*f)
 		return 0;
+	/* Its state went dormant after it was shared: that state, revived. */
+	if (vfile_dormant_known(st->st_dev, st->st_ino))
+		return vfile_get(o->pfd, st, f);
 	r = vfile_new_region(o->pfd, st, size, f);
 	if (r == 0)
 		(*f)->fd_kept = true;

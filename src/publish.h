@@ -34,8 +34,8 @@
 #include "env.h"
 
 #define PUB_NAME "vrange-pub"
-#define PUB_MAGIC "libvrange-pub2"
-#define PUB_VERSION 2u
+#define PUB_MAGIC "libvrange-pub3"
+#define PUB_VERSION 3u
 #define PUB_MAX_FILES (1u << 20)
 
 enum pub_flags {
@@ -44,10 +44,12 @@ enum pub_flags {
 	PUB_ANON = 1u << 1,     /* the anonymous state (pages = addresses) */
 	PUB_FD_LAYER = 1u << 2, /* counted in vrange_stats.files */
 	PUB_CACHE = 1u << 3,    /* backs a purgeable cache */
-	PUB_POOL = 1u << 4,     /* with PUB_SHARED: the tree is a slot of the
+	PUB_FOREIGN_SHARED = 1u << 4, /* state_fd is a foreign file's shared
+				       * metadata: header page, then arena */
+	PUB_POOL = 1u << 5,     /* with PUB_SHARED: the tree is a slot of the
 				 * process's pool (state_pool.h), state_fd,
 				 * arena of state_bytes at state_off, header
-				 * after it */
+				 * after it (paged, as a library file's) */
 };
 
 struct pub_file {

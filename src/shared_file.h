@@ -18,6 +18,16 @@
  *
  * Layout of the metadata file: [arena: arena_bytes][header page].
  *
+ * Foreign files (shared-memory files the application made: its own memfd,
+ * a /dev/shm file) get the same kind of metadata the first time the library
+ * keeps state for them (vshared_open_foreign), so that every process using
+ * the file sees one state (contract 1).  Their size can change under the
+ * library, so their metadata is laid out the other way round - [header
+ * page][arena] - and the arena grows: the process that needs more room
+ * extends the file and says so in the header, and every other process
+ * follows (maps the larger arena) the next time it takes the lock.  The
+ * attribute of a foreign file says user_size 0: "the file's own size".
+ *
  * A region nobody else can reach yet keeps the same arena and header in a
  * slot of this process's pool instead (state_pool.h): no metadata file, no
  * attribute.  When its file becomes reachable (vfile_share()), the state
@@ -48,19 +58,26 @@ struct vshared_hdr {
 	uint64_t arena_bytes;
 	struct shared_lock lock; /* robust against death and scribbles */
 	_Atomic uint32_t ready;  /* set last, after everything else */
+	/* Foreign files only (under the lock): the arena's size now
+	 * (arena_bytes is its size at creation), and the page every range
+	 * ends at or before, so that a reset after a death covers them all. */
+	uint64_t cur_arena_bytes;
+	uint64_t max_page;
 	_Atomic uint32_t moved;  /* a pool slot whose state now lives in a
 				  * metadata file named by the attribute
 				  * (ignored in a metadata file) */
 	uint64_t dev, ino;       /* the user's file (checked on a pool slot) */
 };
 
-/* This process's view of one library file's metadata. */
+/* This process's view of one file's shared state (a library file's
+ * metadata, a pool slot, or a foreign file's metadata). */
 struct vshared {
 	int meta_fd;             /* our descriptor of the metadata file, or -1 */
 	void *map;               /* the metadata file, mapped shared */
 	size_t map_bytes;
-	void *arena;             /* inside map, where the tree's arena starts */
-	struct vshared_hdr *hdr; /* inside map, after the arena */
+	struct vshared_hdr *hdr; /* inside map: after the arena (a library
+				  * file, a pool slot), or map itself (a
+				  * foreign file) */
 	struct shared_lock *_Atomic lock; /* in hdr; stored last when the
 				  * state moves (readers check it after locking) */
 	int user_fd;             /* the user's file: where a moved state is */
@@ -79,6 +96,12 @@ struct vshared {
 	_Atomic bool wedged;     /* its lock timed out: wait only briefly
 	                          * until a call gets it again */
 	_Atomic bool contended;  /* someone waited at the last unlock */
+	void *arena;             /* the tree's arena: inside map for a library
+				  * file, a mapping of its own for a foreign one */
+	bool foreign;            /* a foreign file's metadata: the arena grows */
+	volatile uint64_t *shared_arena_bytes; /* in hdr: the arena's size now */
+	volatile uint64_t *max_page; /* in hdr: no page at or past it was ever
+				      * marked (foreign: recovery covers below) */
 };
 
 /*
@@ -91,19 +114,53 @@ struct vshared {
 int vshared_format(int fd, uint64_t user_size) VR_HIDDEN;
 
 /*
- * Is fd a library file?  1 and *user_size filled, 0 if it is a foreign
- * file, -EIO if its attribute is malformed.  One fgetxattr.
+ * Does fd carry shared metadata?  1 and *user_size filled (0 for a foreign
+ * file: its size is its own), 0 if not, -EIO if its attribute is
+ * malformed.  One fgetxattr.
  */
 int vshared_probe(int fd, uint64_t *user_size) VR_HIDDEN;
 
 /*
- * Attach to the metadata of fd: 1 and s, tree filled; 0 for a foreign file
- * (or one whose metadata no live process holds any more: its state is gone
- * and it starts afresh as a foreign file); -EIO for metadata that does not
- * check out; -errno.  Registers this process as a holder.
+ * Attach to the metadata of fd: 1 and s, tree filled; 0 for a file without
+ * it (or whose metadata cannot be reached nor made afresh); -EIO for
+ * metadata that does not check out; -errno.  Metadata no live process
+ * holds any more is made afresh (its state is gone).  Registers this
+ * process as a holder.
  */
 int vshared_open(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 void vshared_close(struct vshared *s) VR_HIDDEN;
+
+/*
+ * A foreign file (no attribute yet) gets shared metadata: under the OFD
+ * lock on the attribute, attach to what another process named meanwhile,
+ * else create it and name it in the attribute.  1 and s, tree filled (as
+ * vshared_open); 0 where the file system or the file refuses the attribute
+ * (the state then stays process-local; the reason is in *why); -errno.
+ */
+int vshared_open_foreign(int fd, struct vshared *s, struct rt_tree *tree,
+			 const char **why) VR_HIDDEN;
+
+/* A foreign file's arena is full: double it (lock held).  0 or -ENOMEM. */
+int vshared_grow(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
+
+/* Another process grew the arena: map it at its new size (lock held).
+ * 0, or -EIO for a header that does not check out. */
+int vshared_follow(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
+
+/* After taking the lock of a foreign file's metadata: one load. */
+static inline int vshared_follow_check(struct vshared *s, struct rt_tree *tree)
+{
+	if (!s->foreign || *s->shared_arena_bytes == s->arena_bytes)
+		return 0;
+	return vshared_follow(s, tree);
+}
+
+/* Before marking pages up to end (lock held): recovery must cover them. */
+static inline void vshared_note_end(struct vshared *s, uint64_t end)
+{
+	if (s->foreign && *s->max_page < end)
+		*s->max_page = end;
+}
 
 /*
  * The process-shared lock (shared_lock.h).  A holder that died (reaped or

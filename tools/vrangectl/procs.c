@@ -282,7 +282,7 @@ static uint64_t now_ns(void)
 }
 
 /* Copy the whole arena, check it, walk it.  0 or -EIO. */
-static int read_tree(int sfd, off_t at, size_t arena_bytes, struct vc_object *o,
+static int read_tree(int sfd, size_t arena_bytes, off_t at, struct vc_object *o,
 		     enum vc_depth depth)
 {
 	void *buf = aligned_alloc(64, (arena_bytes + 63) & ~(size_t)63);
@@ -360,32 +360,38 @@ static uint64_t anon_resident(pid_t pid, const struct vc_object *o)
 static void read_state(pid_t pid, struct vc_object *o, enum vc_depth depth)
 {
 	struct stat st;
-	uint64_t arena, at = 0;
+	uint64_t arena;
+	off_t at = 0;
 	unsigned char hdr[RT_HDR_COPY_BYTES] __attribute__((aligned(64)));
 	int sfd = vc_open_proc_fd(pid, o->pf.state_fd, O_RDONLY, false, &st);
 
 	if (sfd < 0)
 		return;
 	arena = (uint64_t)st.st_size;
-	if (o->pf.flags & PUB_SHARED)
+	/* A library file's arena comes first, a foreign file's after the
+	 * header page (it grows: shared_file.h). */
+	if (o->pf.flags & (PUB_SHARED | PUB_FOREIGN_SHARED))
 		arena = arena > vr_page_size ? arena - vr_page_size : 0;
+	if (o->pf.flags & PUB_FOREIGN_SHARED)
+		at = (off_t)vr_page_size;
 	if (o->pf.flags & PUB_POOL) {
 		/* A slot of the process's pool: the arena is inside the file. */
-		at = o->pf.state_off;
-		arena = o->pf.state_bytes;
-		if (at > (uint64_t)st.st_size || arena > (uint64_t)st.st_size - at)
+		if (o->pf.state_off > (uint64_t)st.st_size ||
+		    o->pf.state_bytes > (uint64_t)st.st_size - o->pf.state_off)
 			goto out;
+		at = (off_t)o->pf.state_off;
+		arena = o->pf.state_bytes;
 	}
 	if (arena < RT_HDR_COPY_BYTES || arena > MAX_ARENA_BYTES)
 		goto out;
 	if (depth == VC_TOTALS && !(o->pf.flags & PUB_ANON)) {
 		memset(hdr, 0, sizeof(hdr));
-		if (read_exact(sfd, hdr, sizeof(hdr), (off_t)at) &&
+		if (read_exact(sfd, hdr, sizeof(hdr), at) &&
 		    rt_peek_totals(hdr, arena, &o->vol_pages, &o->purged_pages) == 0)
 			o->readable = true;
 		goto out;
 	}
-	o->readable = read_tree(sfd, (off_t)at, arena, o, depth) == 0;
+	o->readable = read_tree(sfd, arena, at, o, depth) == 0;
 	if (o->readable && (o->pf.flags & PUB_ANON))
 		o->resident_bytes = anon_resident(pid, o);
 	if (depth < VC_RANGES) {
@@ -400,14 +406,17 @@ out:
 static bool entry_ok(const struct pub_file *e)
 {
 	const uint32_t known = PUB_SHARED | PUB_ANON | PUB_FD_LAYER | PUB_CACHE |
-			       PUB_POOL;
+			       PUB_FOREIGN_SHARED | PUB_POOL;
 
 	if (e->flags & ~known)
+		return false;
+	if ((e->flags & PUB_SHARED) && (e->flags & PUB_FOREIGN_SHARED))
 		return false;
 	if ((e->flags & PUB_POOL) && (!(e->flags & PUB_SHARED) || e->state_off % 64))
 		return false;
 	if (e->flags & PUB_ANON)
-		return e->user_fd == -1 && !(e->flags & PUB_SHARED);
+		return e->user_fd == -1 &&
+		       !(e->flags & (PUB_SHARED | PUB_FOREIGN_SHARED));
 	return e->user_fd >= 0;
 }
 
