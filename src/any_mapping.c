@@ -43,6 +43,7 @@
 #include "file_state.h"
 #include "seqlock.h"
 #include "shmem.h"
+#include "sigbus_fixup.h"
 #include "uffd_purge.h"
 #include "unmap_events.h"
 #include "vma_query.h"
@@ -230,6 +231,7 @@ static void drop_map(struct vfile *f, struct vmap *m)
 {
 	if (!m)
 		return;
+	uffd_disarm(f, m);
 	vfile_del_map(f, m);
 	free(m);
 }
@@ -378,10 +380,11 @@ static int open_mapped_file(const struct vma *v)
 }
 
 /*
- * In SIGBUS mode a purge of the file arms this mapping too (contract 5:
- * every application mapping passed to vrange()).  Where it cannot be
- * registered (a read-only descriptor's mapping: EPERM; the application's
- * own userfaultfd: EBUSY) the purge goes on and the mapping reads zeros.
+ * In SIGBUS mode this mapping signals where any process purged the file
+ * (contract 5: every application mapping passed to vrange()).  Where it
+ * cannot be registered (a read-only descriptor's mapping: EPERM; the
+ * application's own userfaultfd: EBUSY) the purge goes on and the mapping
+ * reads zeros; the stats count it (uffd_arm).
  */
 static struct vmap *arm_map(struct vfile *f, const struct vma *v)
 {
@@ -393,7 +396,9 @@ static struct vmap *arm_map(struct vfile *f, const struct vma *v)
 	m->first = (size_t)v->offset;
 	m->size = (size_t)v->offset + (v->end - v->start);
 	m->sigbus = true;
+	sigbus_fixup_install(); /* stale markers another process left */
 	vfile_add_map(f, m);
+	uffd_arm(f, m, false);
 	return m;
 }
 

@@ -43,6 +43,9 @@ struct vmap {
 	size_t size;         /* file offset where the mapping ends */
 	bool sigbus;         /* purged pages must raise SIGBUS here */
 	struct vrange_region *region;
+	struct uffd_armed *armed; /* registered for good (uffd_purge.c); read
+				   * under the file's lock */
+	bool fallback;       /* SIGBUS asked for, refused by the kernel */
 };
 
 struct vfile {
