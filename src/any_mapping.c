@@ -198,6 +198,17 @@ static bool known_get(uintptr_t addr, struct known *out)
 	return found;
 }
 
+struct vfile *anymap_file_at(const void *addr, uint64_t *page)
+{
+	struct known k;
+	uintptr_t a = (uintptr_t)addr;
+
+	if (!known_get(a, &k) || !k.file || a >= k.end)
+		return NULL;
+	*page = k.pgoff + ((a - k.start) >> vr_page_shift);
+	return k.file;
+}
+
 /* Copy of the first entry of the kind (files or anonymous) that ends
  * above addr; false if none.  Takes no lock. */
 static bool known_next(uintptr_t addr, bool files, struct known *out)

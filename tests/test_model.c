@@ -83,11 +83,6 @@ static int reuse = MODEL_REUSE_ADDRESS;
 				      * untouched anonymous pages it put back,
 				      * before higher-priority ranges */
 #endif
-#ifndef MODEL_APP_MAP_STALE_SIGBUS
-#define MODEL_APP_MAP_STALE_SIGBUS 0 /* new defect D6: an application mapping
-				      * armed for SIGBUS keeps a stale marker
-				      * after another process unmarked the page */
-#endif
 #ifndef MODEL_REPLACED_REGISTERED
 #define MODEL_REPLACED_REGISTERED 0 /* new defect D7: anonymous memory
 				     * replaced (MAP_FIXED) after a purge: the
@@ -547,8 +542,6 @@ static const char *clsname(int c)
 	return n[c & 3];
 }
 
-static uint64_t d6_seen;
-
 /* Check one observed page; `after_unmark`: rc of the unmark (0/1) or -1. */
 static void check_page(int o, int i, int c, int unmark_rc)
 {
@@ -559,13 +552,6 @@ static void check_page(int o, int i, int c, int unmark_rc)
 	if (c == CLS_OTHER)
 		fail("obj %d page %d holds bytes it was never written with "
 		     "(seed %#x)", o, i, g->seed);
-	if (c == CLS_SIGBUS && !MODEL_APP_MAP_STALE_SIGBUS &&
-	    O[o].kind == OK_MAP && F[f].kind == FK_LIB && F[f].shared_ever) {
-		/* D6: not judged, and what the page holds is not known now */
-		d6_seen++;
-		g->zok = 1;
-		return;
-	}
 	if (c == CLS_SIGBUS) {
 		if (unmark_rc >= 0 || !vol_before)
 			fail("obj %d page %d raises SIGBUS though %s", o, i,
@@ -983,13 +969,10 @@ static void g_unmark(int p, int o)
 		struct pgm *g = &F[f].pg[i];
 		uint32_t s = g->seed;
 
-		uint8_t unknown = res.cls[i - a] == CLS_SIGBUS; /* D6 */
-
 		if (res.cls[i - a] == CLS_ZERO)
 			s = 0;
 		memset(g, 0, sizeof(*g));
 		g->seed = s;
-		g->zok = unknown;
 	}
 }
 
@@ -1039,12 +1022,6 @@ static void g_write(int p, int o)
 	tracef("#%u p%d WRITE o%d f%d page %d seed %#x", opn, p, o, f, i,
 	       op.seed);
 	run_op(&op, &res, -1);
-	if (res.rc && !MODEL_APP_MAP_STALE_SIGBUS && O[o].kind == OK_MAP &&
-	    F[f].kind == FK_LIB && F[f].shared_ever) {
-		d6_seen++; /* D6: the write stopped somewhere in the page */
-		F[f].pg[op.pg0].seed = SEED_UNKNOWN;
-		return;
-	}
 	if (res.rc)
 		fail("writing a non-volatile page raised SIGBUS");
 	g->seed = op.seed;
@@ -2059,10 +2036,6 @@ int main(void)
 	}
 	printf("model test: %" PRIu64 " operations in %.1f s, no violation\n",
 	       total_ops, now_s() - t0);
-	if (d6_seen)
-		printf("(MODEL_APP_MAP_STALE_SIGBUS off: %" PRIu64 " stale SIGBUS "
-		       "reads through application mappings not judged - D6)\n",
-		       d6_seen);
 	if (model_exec_hole_filled())
 		printf("(%" PRIu64 " times the library's own allocation filled the "
 		       "hole of an unmapped-range probe)\n",
