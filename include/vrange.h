@@ -173,6 +173,11 @@ struct vrange_stats {
 	uint64_t refills;             /**< pages restored by refill callbacks */
 	char pressure_source[32];     /**< the monitor's source, "none" if none */
 	char access_fallback[32];     /**< "" or why SIGBUS mode is unavailable */
+	uint64_t sigbus_fallbacks;    /**< SIGBUS-mode mappings known now that
+				       *   the kernel would not arm: purged pages
+				       *   read zeros there (read-only fd, the
+				       *   application's own userfaultfd) */
+	char sigbus_fallback[32];     /**< "" or why the last of them fell back */
 };
 
 /** Fill @p out with the library's counters.  See vrange_get_stats(3). */

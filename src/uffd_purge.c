@@ -341,8 +341,8 @@ static void fork_child(void)
 	sigbus_fd = fault_fd = -1;
 	thread_running = false;
 	/* The child's copies of armed mappings are not registered any more:
-	 * the child's first purge arms them again (uffd_rearm); until then
-	 * they are registered around the child's purges only. */
+	 * arm them again below, with a uffd and a fault thread of the child's
+	 * own (should that fail, the child's next purge tries again). */
 	for (a = armed_list; a; a = next) {
 		next = a->next;
 		a->m->armed = NULL;
@@ -356,6 +356,9 @@ static void fork_child(void)
 		atomic_store(&probe_state, PROBE_UNKNOWN);
 	pthread_mutex_unlock(&list_lock);
 	pthread_mutex_unlock(&probe_lock);
+	/* Every other module's child handler has run (ours was registered
+	 * last, at the probe): its locks are usable. */
+	uffd_rearm();
 }
 
 static bool atfork_done;
