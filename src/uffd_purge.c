@@ -2,60 +2,76 @@
 /*
  * uffd_purge.c - what touching a purged page does: SIGBUS, or a refill.
  *
- * SIGBUS mode, no refill callback (measured on Linux 6.18):
+ * Every SIGBUS mapping the library knows of (a region's, an application
+ * mapping passed to vrange()) is armed when it is learnt: registered
+ * whole, MISSING mode, on fault_fd, a uffd without UFFD_FEATURE_SIGBUS
+ * whose fault thread decides every touch of a hole from the file's state
+ * (measured on Linux 6.18):
  *
- *   before the punch   UFFDIO_REGISTER(MISSING) [off, len) on a uffd opened
- *                      with UFFD_FEATURE_SIGBUS: a touch of a page the punch
- *                      has already removed raises SIGBUS instead of mapping
- *                      a zero page (the "no silent zeros" window is closed
- *                      before the first page goes).
- *   after the punch    UFFDIO_POISON [off, len) (needs a registration, any
- *                      mode; the markers live in the page table and survive
- *                      later punches and the unregistration), then
- *                      UFFDIO_UNREGISTER, which lets the VMAs merge back:
- *                      no registration outlives a purge, so 100,000 purged
- *                      ranges cost no VMAs and never-purged pages keep the
- *                      kernel's normal fault path.
+ *   purged, still      UFFDIO_POISON on the page, wake: the toucher retries,
+ *   volatile           meets the marker and gets SIGBUS (BUS_ADRERR, si_addr
+ *                      exact) on its own thread; a refill region's callback
+ *                      fills it instead (UFFDIO_COPY).
+ *   anything else      UFFDIO_ZEROPAGE: what the kernel would have mapped.
+ *                      A first touch right after the previous fill of the
+ *                      mapping takes twice as many pages as that one (up
+ *                      to FILL_MAX), if none of them is volatile: a memset
+ *                      of a fresh region costs a round trip per megabyte.
+ *
+ * Why for good, and not only around purges: poison markers and
+ * registrations live in one process's page tables, and a purge may come
+ * from any process sharing the file (another adopter, a fork child,
+ * vrangectl) with nothing running here.  So every process keeps its own
+ * mappings registered, and a page another process punched is a hole that
+ * comes to our thread.  Why a thread, not UFFD_FEATURE_SIGBUS and a
+ * handler deciding: the kernel's own accesses (read(2) into a fresh page)
+ * would fail with EFAULT, and an application that installs its SIGBUS
+ * handler after ours would see every first touch.
+ *
+ *   before the punch   nothing: already registered.
+ *   after the punch    UFFDIO_POISON [off, len) in this process's armed
+ *                      mappings, so touches here signal without a trip to
+ *                      the thread (refill regions: left to the thread).
  *   mark_nonvolatile   MADV_DONTNEED over the purged pages clears the
- *                      markers; the next touch maps a fresh zero page.  A
- *                      plain system call: async-signal-safe, as the SIGBUS
- *                      handler pattern requires.
+ *                      markers; the next touch comes to the thread and
+ *                      gets a zero page.  A plain system call:
+ *                      async-signal-safe, as the SIGBUS handler pattern
+ *                      requires.  Markers in other processes stay; their
+ *                      SIGBUS fixup (sigbus_fixup.c) clears them.
  *
- * A poisoned page raises SIGBUS (BUS_ADRERR, si_addr exact) on read and on
- * write; shmem only raises MISSING faults where the file has a hole, so
- * pages with data are never affected by a registration.
+ * shmem only raises MISSING faults where the file has a hole, so pages
+ * with data never meet the thread.
  *
- * Refill regions: the purged ranges stay registered MISSING on a second
- * uffd (without the SIGBUS feature) whose fault thread calls the callback,
- * installs the bytes with UFFDIO_COPY (atomic, wakes every waiter of the
- * page) and marks the page volatile again in the tree (rt_unpurge).  A
- * callback error poisons the page and wakes the toucher, who then gets
- * SIGBUS.  Registrations are kept as a sorted list of intervals per region
- * (adjacent ones merge, like the VMAs they mirror); past UFFD_MAX_IV
- * intervals the whole mapping is registered once instead ("whole" mode:
- * never-purged holes then fault through the thread, which answers them with
- * UFFDIO_ZEROPAGE - slower, still correct), so a region never costs more
- * than about 2 * UFFD_MAX_IV VMAs.
+ * Where the only uffd to be had is UFFD_USER_MODE_ONLY (no privilege,
+ * vm.unprivileged_userfaultfd=0), a registration for good would make the
+ * kernel's accesses to fresh pages EFAULT: there a mapping is registered
+ * only around each purge, on sigbus_fd (UFFD_FEATURE_SIGBUS), poisoned and
+ * unregistered - SIGBUS in the purging process only.  A refill region is
+ * armed anyway (the callback needs the thread; kernel accesses to its
+ * purged pages get EFAULT).  A mapping the kernel refuses to register
+ * (EPERM: a read-only descriptor's; EBUSY: a registration of the
+ * application's) reads zeros where a purge punched; uffd_fallbacks()
+ * counts the known ones.
  *
  * fork(): without UFFD_FEATURE_EVENT_FORK the kernel drops every uffd
  * registration in the child, and poison markers of a MAP_SHARED mapping are
- * not copied either.  So in a child, pages the parent had purged read as
- * zeros (a touch allocates a zero page in the shared file) - no signal, no
- * hang, and no refill.  The child must not use the parent's uffds (they act
- * on the parent's mm): our atfork child handler closes them and lets the
- * child probe afresh on its next purge, after which the child's own purges
- * behave as in the parent (refill regions get a fault thread of the child's
- * own when the child purges them).
+ * not copied either.  The child must not use the parent's uffds (they act
+ * on the parent's mm): our atfork child handler closes them, probes afresh
+ * and arms the child's copies again with a uffd and a fault thread of its
+ * own; should that fail, its next purge tries again.
  *
  * The callback runs on the fault thread with no library lock held, so it
  * may call the library (mark, query, even create regions); it must not
- * destroy the region it is filling, and while it runs, other refills wait.
+ * destroy the region it is filling, nor touch a hole of an armed mapping
+ * (a page never touched, or purged) - that fault would wait for the
+ * thread that is running the callback.  While it runs, other faults wait.
  * A kernel access to a purged page of a refill region (read(2) into it)
  * gets EFAULT where only UFFD_USER_MODE_ONLY was available (non-root).
  *
- * Locking: everything per region is guarded by the file's lock (the hooks
- * run under it).  list_lock guards the list of refill regions and their
- * busy counts; it is never held together with a file lock.
+ * Locking: m->armed and the fill state are guarded by the file's lock (the
+ * hooks run under it).  list_lock guards the list of armed mappings and
+ * their busy counts; it is never taken while a file lock is held (fork's
+ * prepare handlers take it before the file locks).
  */
 #include <errno.h>
 #include <fcntl.h>
