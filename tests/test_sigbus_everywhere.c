@@ -263,8 +263,14 @@ static struct peer peer_start(void)
 static struct rep peer_call(struct peer *p, int op, uint64_t off, uint64_t len,
 			    unsigned char byte, int fd)
 {
-	struct req q = { .op = op, .off = off, .len = len, .byte = byte };
+	struct req q;
 	struct rep a;
+
+	memset(&q, 0, sizeof(q)); /* padding too: it crosses a socket */
+	q.op = op;
+	q.off = off;
+	q.len = len;
+	q.byte = byte;
 
 	ck_assert_int_eq(send_fd(p->sock, &q, sizeof(q), fd), 0);
 	ck_assert_int_eq(read(p->sock, &a, sizeof(a)), (ssize_t)sizeof(a));
@@ -273,8 +279,11 @@ static struct rep peer_call(struct peer *p, int op, uint64_t off, uint64_t len,
 
 static void peer_stop(struct peer *p)
 {
-	struct req q = { .op = OP_QUIT };
+	struct req q;
 	int st;
+
+	memset(&q, 0, sizeof(q));
+	q.op = OP_QUIT;
 
 	send_fd(p->sock, &q, sizeof(q), -1);
 	ck_assert_int_eq(waitpid(p->pid, &st, 0), p->pid);
