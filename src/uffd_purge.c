@@ -535,6 +535,8 @@ static void fill_not_purged(struct uffd_armed *a, char *page)
 
 	if (page == a->run_end) {
 		w = a->win * 2u < FILL_MAX ? a->win * 2u : FILL_MAX;
+		if (w < 1)
+			w = 1;
 		if (w > room)
 			w = room;
 		if (w > 1 && (rt_count(&a->f->tree, pg, pg + w, &vol, &purged) < 0 ||
