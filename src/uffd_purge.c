@@ -839,6 +839,24 @@ static int arm_transient(struct vfile *f, struct vmap *m)
 	return 0;
 }
 
+/* A purged range of the file, poisoned in an armed mapping that joins. */
+static int walk_poison_armed(const struct rt_range *rr, void *arg)
+{
+	struct uffd_armed *a = arg;
+	char *s = a->m->base + ((size_t)rr->start << vr_page_shift);
+	char *e = a->m->base + ((size_t)rr->end << vr_page_shift);
+
+	if (rr->state != RT_PURGED)
+		return 0;
+	if (s < a->start)
+		s = a->start;
+	if (e > a->start + a->len)
+		e = a->start + a->len;
+	if (s < e)
+		uffd_poison(fault_fd, s, (size_t)(e - s));
+	return 0;
+}
+
 /* Register a's mapping for good and list it.  No lock held. */
 static int arm_entry(struct uffd_armed *a)
 {
@@ -848,11 +866,16 @@ static int arm_entry(struct uffd_armed *a)
 	list_add(a);
 	r = vfile_lock(a->f);
 	if (r == 0) {
-		/* Pages purged before this mapping came are holes: their
-		 * touches come to the thread, which poisons them. */
 		r = uffd_register(fault_fd, a->start, a->len, NULL);
-		if (r == 0)
+		if (r == 0) {
 			a->m->armed = a;
+			/* Pages purged before this mapping came: poisoned now,
+			 * as the purge did in the mappings it saw.  Left to the
+			 * thread, a hole that a mapping the library never saw
+			 * filled with zeros meanwhile would read zeros here. */
+			rt_visit(&a->f->tree, a->m->first >> vr_page_shift,
+				 a->m->size >> vr_page_shift, walk_poison_armed, a);
+		}
 		vfile_unlock(a->f);
 	}
 	if (r < 0)
