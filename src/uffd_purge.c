@@ -872,9 +872,12 @@ static int arm_entry(struct uffd_armed *a)
 			/* Pages purged before this mapping came: poisoned now,
 			 * as the purge did in the mappings it saw.  Left to the
 			 * thread, a hole that a mapping the library never saw
-			 * filled with zeros meanwhile would read zeros here. */
-			rt_visit(&a->f->tree, a->m->first >> vr_page_shift,
-				 a->m->size >> vr_page_shift, walk_poison_armed, a);
+			 * filled with zeros meanwhile would read zeros here.
+			 * A refill region's go to its callback instead. */
+			if (!(a->m->region && a->m->region->refill))
+				rt_visit(&a->f->tree, a->m->first >> vr_page_shift,
+					 a->m->size >> vr_page_shift,
+					 walk_poison_armed, a);
 		}
 		vfile_unlock(a->f);
 	}
