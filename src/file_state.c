@@ -440,7 +440,7 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 	for (struct vmap *m = c->f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		if (m->sigbus && map_clip(m, &o, &l) && anymap_map_holds(c->f, m, o, l))
 			uffd_after_nonvolatile(m, o, l);
 	}
 	return 0;
@@ -570,7 +570,9 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		m->skip = !m->sigbus || !map_clip(m, &o, &l) ||
+			  !anymap_map_holds(f, m, o, l);
+		if (!m->skip)
 			uffd_before_discard(m, o, l);
 	}
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -580,7 +582,7 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		if (!m->skip && map_clip(m, &o, &l))
 			uffd_after_discard(m, o, l);
 	}
 }

@@ -42,6 +42,7 @@ struct vmap {
 			      * region, an application mapping's offset */
 	size_t size;         /* file offset where the mapping ends */
 	bool sigbus;         /* purged pages must raise SIGBUS here */
+	bool skip;           /* this purge step left it alone (not there) */
 	struct vrange_region *region;
 	struct uffd_armed *armed; /* registered for good (uffd_purge.c); read
 				   * under the file's lock */
