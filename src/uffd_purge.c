@@ -57,8 +57,11 @@
  * registration in the child, and poison markers of a MAP_SHARED mapping are
  * not copied either.  The child must not use the parent's uffds (they act
  * on the parent's mm): our atfork child handler closes them, probes afresh
- * and arms the child's copies again with a uffd and a fault thread of its
- * own; should that fail, its next purge tries again.
+ * and arms the child's copies of regions again with a uffd and a fault
+ * thread of its own; the application mappings (which may be gone, their
+ * address reused) are armed again at the child's first purge, if they
+ * still map the file (anymap_map_holds), and so are regions where the
+ * handler failed.
  *
  * The callback runs on the fault thread with no library lock held, so it
  * may call the library (mark, query, even create regions); it must not
@@ -89,6 +92,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "any_mapping.h"
 #include "file_state.h"
 #include "purge.h"
 #include "region.h"
@@ -346,6 +350,8 @@ static void fork_parent(void)
  * every registration of the child's copy (see the top).  Close them, forget
  * the registrations, and probe again on the child's next purge.
  */
+static void rearm(bool regions_only);
+
 static void fork_child(void)
 {
 	struct uffd_armed *a, *next;
@@ -372,9 +378,10 @@ static void fork_child(void)
 		atomic_store(&probe_state, PROBE_UNKNOWN);
 	pthread_mutex_unlock(&list_lock);
 	pthread_mutex_unlock(&probe_lock);
-	/* Every other module's child handler has run (ours was registered
-	 * last, at the probe): its locks are usable. */
-	uffd_rearm();
+	/* The other modules' child handlers that hold locks we take ran
+	 * before ours (registered first); the application mappings wait for
+	 * the child's first purge (rearm). */
+	rearm(true);
 }
 
 static bool atfork_done;
@@ -903,7 +910,34 @@ static int arm_whole(struct vfile *f, struct vmap *m)
 	return r;
 }
 
-void uffd_rearm(void)
+/* Take the first entry of rearm_list (a region's only, when asked). */
+static struct uffd_armed *rearm_next(bool regions_only)
+{
+	struct uffd_armed *a = NULL;
+
+	pthread_mutex_lock(&list_lock);
+	for (struct uffd_armed **pp = &rearm_list; *pp; pp = &(*pp)->next) {
+		if (!regions_only || (*pp)->m->region) {
+			a = *pp;
+			*pp = a->next;
+			break;
+		}
+	}
+	if (!rearm_list)
+		atomic_store(&rearm_pending, false);
+	pthread_mutex_unlock(&list_lock);
+	return a;
+}
+
+/*
+ * Arm again what a fork child inherited.  A region's mapping is the
+ * library's: it is still there.  An application mapping may have been
+ * unmapped since it was learnt (its entry not swept yet) and its address
+ * taken by another mapping, so it is armed again only if it still maps
+ * the file at the same offsets - asked after fork, once every module's
+ * child handler has run (the purge entry), never from the handler itself.
+ */
+static void rearm(bool regions_only)
 {
 	struct uffd_armed *a;
 
@@ -911,21 +945,20 @@ void uffd_rearm(void)
 		return;
 	if (ensure_fault_thread() < 0)
 		return; /* they stay registered around purges only */
-	for (;;) {
-		pthread_mutex_lock(&list_lock);
-		a = rearm_list;
-		if (a)
-			rearm_list = a->next;
-		else
-			atomic_store(&rearm_pending, false);
-		pthread_mutex_unlock(&list_lock);
-		if (!a)
-			break;
+	while ((a = rearm_next(regions_only))) {
 		a->run_end = NULL;
 		a->win = 0;
-		if (arm_entry(a) < 0)
+		if ((!a->m->region &&
+		     !anymap_map_holds(a->f, a->m, a->m->first,
+				       a->m->size - a->m->first)) ||
+		    arm_entry(a) < 0)
 			free(a);
 	}
+}
+
+void uffd_rearm(void)
+{
+	rearm(false);
 }
 
 int uffd_arm(struct vfile *f, struct vmap *m, bool force)
