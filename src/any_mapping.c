@@ -244,7 +244,7 @@ static void drop_map(struct vfile *f, struct vmap *m)
 {
 	if (!m)
 		return;
-	uffd_disarm(f, m);
+	uffd_forget_map(f, m);
 	vfile_del_map(f, m);
 	free(m);
 }

@@ -223,7 +223,7 @@ static int region_open(int fd, size_t size, unsigned int access,
 	*out = r;
 	return 0;
 fail_file:
-	uffd_disarm(r->file, &r->map);
+	uffd_forget_map(r->file, &r->map);
 	vfile_del_map(r->file, &r->map);
 	vfile_put(r->file);
 fail_unmap:
@@ -317,7 +317,7 @@ int vrange_region_destroy(vrange_region *r)
 	if (!r)
 		return 0;
 	table_remove(r);
-	uffd_disarm(r->file, &r->map);
+	uffd_forget_map(r->file, &r->map);
 	vfile_del_map(r->file, &r->map);
 	munmap(r->map.base, r->map.size);
 	vfile_put(r->file);

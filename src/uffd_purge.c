@@ -983,7 +983,7 @@ int uffd_arm(struct vfile *f, struct vmap *m, bool force)
 	return r;
 }
 
-void uffd_disarm(struct vfile *f, struct vmap *m)
+void uffd_forget_map(struct vfile *f, struct vmap *m)
 {
 	struct uffd_armed *a;
 	bool locked = vfile_lock(f) == 0;
@@ -1022,6 +1022,33 @@ void uffd_fallbacks(uint64_t *count, char *why, size_t size)
 }
 
 /* ---- the purge hooks ----------------------------------------------------- */
+
+/* A span arming (file_state.c: scattered pages of one batch): an armed
+ * mapping is registered already, so only a refill region says no. */
+bool uffd_span_ok(const struct vmap *m)
+{
+	if (m->armed)
+		return !(m->region && m->region->refill);
+	return sigbus_fd >= 0;
+}
+
+void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
+{
+	if (m->armed) {
+		if (!(m->region && m->region->refill))
+			uffd_poison(fault_fd, m->base + off, len);
+		return;
+	}
+	if (sigbus_fd >= 0)
+		uffd_poison(sigbus_fd, m->base + off, len);
+}
+
+void uffd_disarm(struct vmap *m, size_t off, size_t len)
+{
+	/* An armed mapping stays registered for good. */
+	if (!m->armed && sigbus_fd >= 0)
+		uffd_unregister(sigbus_fd, m->base + off, len);
+}
 
 int uffd_before_discard(struct vmap *m, size_t off, size_t len)
 {
