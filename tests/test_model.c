@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "model_cache.h"
 
 /*
  * Operations gated off because a known defect (issue 12) would fail them;
@@ -254,6 +255,30 @@ static void fail(const char *fmt, ...)
 	exit(1);
 }
 
+/* The cache model's way to the same report and trace (model_cache.h). */
+void model_fail(const char *fmt, ...)
+{
+	va_list ap;
+	char msg[512];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fail("%s", msg);
+	exit(1);
+}
+
+void model_trace(const char *fmt, ...)
+{
+	va_list ap;
+	char msg[200];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	traceadd("%s", msg);
+}
+
 static const char *opname[OP_NTYPES] = {
 	"NEWFILE", "CREATE", "ADOPT", "DESTROY", "MAP", "UNMAP", "MARK",
 	"UNMARK", "ISVOL", "WRITE", "READ", "PURGE", "RPURGE", "PRIO",
@@ -415,6 +440,9 @@ static void run_op(struct m_op *op, struct m_res *res, int fd)
 	P[op->proc].calls++;
 	if (op->proc == 0) {
 		model_exec(op, fd, res);
+		/* The cache model: released values may be gone now. */
+		if (op->type == OP_PURGE || op->type == OP_BUDGET)
+			mcache_purged();
 		return;
 	}
 	if (send_fd_msg(P[op->proc].sock, op, sizeof(*op), fd) < 0 ||
@@ -1657,8 +1685,11 @@ static void g_fork(void)
 
 		alarm(60);
 		bad = child_check();
+		bad |= mcache_child_check();
 		if (!bad && purge && vrange_purge(SIZE_MAX) < 0)
 			bad = 2;
+		if (!bad && purge)
+			bad = mcache_child_check();
 		_exit(bad);
 	}
 	total_ops++;
@@ -1666,6 +1697,8 @@ static void g_fork(void)
 		fail("the forked child found a violation (status %#x)", st);
 	if (purge) {
 		int blocked = !MODEL_PURGE_SEES_PEER_MARKS && recent_peer_marks(0);
+
+		mcache_purged();
 
 		/* The child shares library files' state: it purged them. */
 		for (int f = 0; f < M_MAXFILE; f++) {
@@ -1783,6 +1816,7 @@ static void step(void)
 		g_fork(); /* ~0.05%: a fork costs as much as a thousand steps */
 	else
 		g_read(p, o);
+	mcache_step(opn, P[0].budget);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1928,6 +1962,7 @@ static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 	if (!rng)
 		rng = 1;
 	opn = 0;
+	mcache_reset(seed);
 	memset(trace, 0, sizeof(trace));
 	memset(F, 0, sizeof(F));
 	memset(O, 0, sizeof(O));
@@ -1943,6 +1978,7 @@ static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 	while (opn < nops)
 		step();
 	opn++;
+	mcache_teardown(P[0].budget);
 	teardown();
 	vrange_purge(SIZE_MAX);
 	compare_snapshot(base);
@@ -2027,6 +2063,7 @@ int main(void)
 	model_exec_init(ps);
 	warm_up();
 	regress_stale_marker_twice();
+	mcache_regress();
 	vrange_purge(SIZE_MAX);
 	take_snapshot(&base);
 
@@ -2059,6 +2096,7 @@ int main(void)
 	}
 	printf("model test: %" PRIu64 " operations in %.1f s, no violation\n",
 	       total_ops, now_s() - t0);
+	mcache_summary();
 	if (d6_seen)
 		printf("(MODEL_APP_MAP_STALE_SIGBUS off: %" PRIu64 " stale SIGBUS "
 		       "reads through application mappings not judged - D6)\n",
