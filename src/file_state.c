@@ -342,6 +342,8 @@ void vfile_sweep_orphans(void)
 	pthread_mutex_unlock(&registry_lock);
 	for (f = dead; f; f = next) {
 		next = f->next;
+		/* Its publication entry names f: a later move would write here. */
+		publish_del(&f->pub_slot);
 		vfile_free(f);
 	}
 }
