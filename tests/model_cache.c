@@ -88,6 +88,7 @@ static unsigned next_id;
 static size_t ps;
 static unsigned char *expect; /* scratch for an expected value */
 static int budget_on;
+static int enabled = -1; /* VRANGE_MODEL_CACHE=0: the page model alone */
 
 static struct {
 	uint64_t ops, puts, gets, hits, misses, lost, holds_checked, settles,
@@ -845,6 +846,11 @@ void mcache_reset(uint64_t seed)
 		if (!expect)
 			model_fail("malloc");
 	}
+	if (enabled < 0) {
+		const char *e = getenv("VRANGE_MODEL_CACHE");
+
+		enabled = !e || !*e || *e != '0';
+	}
 	memset(MC, 0, sizeof(MC));
 	memset(H, 0, sizeof(H));
 	memset(R, 0, sizeof(R));
@@ -857,6 +863,8 @@ void mcache_step(uint32_t n, int budget)
 	int ci, h, r;
 	unsigned op;
 
+	if (!enabled)
+		return;
 	crng = (cseed * 0xd1b54a32d192ed03ull) ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
 	crng = crng ? crng : 1;
 	(void)rnd();
