@@ -561,6 +561,55 @@ static void entry_abort(vrange_cache *c, struct centry *e)
 	entry_finish(c, e, b, requeue);
 }
 
+/*
+ * A put over a released value that a new one of its size would replace:
+ * copy it where the old one lies, without a slot to allocate and one to
+ * free.  Nobody can hold the old value meanwhile: holds start under the
+ * shard lock, held here, and this put's own hold keeps its pages
+ * non-volatile.  -EAGAIN: not such a put (or the old value proved purged,
+ * or its pages' state could not be had): take a new slot.
+ */
+static int put_in_place(vrange_cache *c, const void *key, size_t klen,
+			const void *val, size_t vlen)
+{
+	uint64_t h = key_hash(key, klen);
+	struct cshard *s = shard_of(c, h);
+	struct centry **l, *e = NULL;
+	struct cblock *b;
+	int64_t d;
+
+	pthread_mutex_lock(&s->lock);
+	l = shard_find(s, h, key, klen);
+	if (!l)
+		goto out;
+	e = *l;
+	b = e->block;
+	if (entry_holds(e) || atomic_load(&e->dead) || !cpages_fits(b, vlen) ||
+	    chold_take(c, b) < 0) {
+		e = NULL;
+		goto out;
+	}
+	if (atomic_load_explicit(&e->dead, memory_order_acquire)) {
+		chold_drop(c, b); /* found purged by that hold: a new slot */
+		e = NULL;
+		goto out;
+	}
+	memcpy(cblock_ptr(b, e->slot), val, vlen);
+	d = (int64_t)vlen - (int64_t)e->vlen;
+	relaxed_add(&s->bytes, d);
+	if (c->max_bytes)
+		atomic_fetch_add(&c->live_bytes, (uint64_t)d);
+	e->vlen = vlen;
+	lru_touch(c, e, true);
+out:
+	pthread_mutex_unlock(&s->lock);
+	if (!e)
+		return -EAGAIN;
+	chold_drop(c, e->block);
+	enforce_cap(c, e);
+	return 0;
+}
+
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 		     const void *val, size_t vlen)
 {
@@ -569,6 +618,11 @@ int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 
 	if (!c || bad_key(key, klen) || !val || vlen == 0)
 		return -EINVAL;
+	if (c->max_bytes && vlen > c->max_bytes)
+		return -E2BIG;
+	ret = put_in_place(c, key, klen, val, vlen);
+	if (ret != -EAGAIN)
+		return ret;
 	ret = entry_reserve(c, key, klen, vlen, &e);
 	if (ret < 0)
 		return ret;

@@ -468,6 +468,14 @@ out:
 	return ret;
 }
 
+bool cpages_fits(const struct cblock *b, size_t vlen)
+{
+	if (vlen <= vr_page_size / 2)
+		return b->cls >= 0 && class_of(vlen) == (unsigned int)b->cls;
+	return b->cls < 0 &&
+	       ((vlen + vr_page_size - 1) >> vr_page_shift) == b->npages;
+}
+
 bool cpages_clear_slot(struct cblock *b, uint32_t slot)
 {
 	atomic_store(&b->slot[slot], NULL);

@@ -92,7 +92,7 @@ static int enabled = -1; /* VRANGE_MODEL_CACHE=0: the page model alone */
 
 static struct {
 	uint64_t ops, puts, gets, hits, misses, lost, holds_checked, settles,
-		 evicted, ebusy, bad, resv, forks;
+		 evicted, ebusy, bad, resv;
 } S;
 
 /* ------------------------------------------------------------------------ */
@@ -962,7 +962,6 @@ int mcache_child_check(void)
 			bad = 1;
 		}
 	}
-	S.forks++;
 	return bad;
 }
 
@@ -999,8 +998,7 @@ void mcache_summary(void)
 	       " gets (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64
 	       " values lost to purges, %" PRIu64 " evicted, %" PRIu64
 	       " reservations, %" PRIu64 " settles, %" PRIu64 " -EBUSY, %" PRIu64
-	       " bad inputs, %" PRIu64 " held values checked, %" PRIu64
-	       " forks\n", S.ops, S.puts, S.gets, S.hits, S.misses, S.lost,
-	       S.evicted, S.resv, S.settles, S.ebusy, S.bad, S.holds_checked,
-	       S.forks);
+	       " bad inputs, %" PRIu64 " held values checked\n", S.ops, S.puts,
+	       S.gets, S.hits, S.misses, S.lost, S.evicted, S.resv, S.settles,
+	       S.ebusy, S.bad, S.holds_checked);
 }
