@@ -9,7 +9,11 @@
  *   (target <= 2x the plain lookup), and on one hot key;
  * - put of 4 KiB (target <= 2x malloc + memcpy + insert, the old value
  *   freed);
- * - get + release on 2 threads, each on its own keys (ops per second).
+ * - get + release on 2 threads, each on its own keys (ops per second);
+ * - put of a new key (and remove of an old one: a steady 1024 entries),
+ *   what a client does after a miss, against the same in the plain cache;
+ * - 4 threads, 2048 keys each, 90% get+release and 10% put (ops per
+ *   second against the plain cache's one mutex).
  * Figures are the best of several repetitions.  Nothing asserts on time.
  *
  * A second, idle thread lives through every run: a cache that needs a
@@ -236,6 +240,144 @@ static double vr_puts(void *arg, long n)
 	return (now_ns() - t0) / (double)n;
 }
 
+/* --- new keys: what a client does after a miss ------------------------------- */
+
+/* Put a key not in the cache and drop the one put CHURN_LIVE puts ago: a
+ * steady CHURN_LIVE entries, every put a new one (the usual put comes
+ * after a miss, not over a value still there). */
+#define CHURN_KEYS 65536
+#define CHURN_LIVE 1024
+
+static unsigned char (*ckeys)[KLEN];
+static long churn_at; /* keys [churn_at - CHURN_LIVE, churn_at) are stored */
+
+static void plain_remove(struct plain *p, const unsigned char *k)
+{
+	struct pentry **l, *e;
+
+	pthread_mutex_lock(&p->lock);
+	l = plain_find(p, k);
+	e = *l;
+	if (e)
+		*l = e->next;
+	pthread_mutex_unlock(&p->lock);
+	if (e) {
+		free(e->val);
+		free(e);
+	}
+}
+
+static double plain_churn(void *arg, long n)
+{
+	struct plain *p = arg;
+	double t0 = now_ns();
+
+	for (long i = churn_at; i < churn_at + n; i++) {
+		plain_put(p, ckeys[i % CHURN_KEYS], value, VLEN);
+		plain_remove(p, ckeys[(i - CHURN_LIVE) % CHURN_KEYS]);
+	}
+	return (now_ns() - t0) / (double)n;
+}
+
+static double vr_churn(void *arg, long n)
+{
+	double t0 = now_ns();
+
+	for (long i = churn_at; i < churn_at + n; i++) {
+		int r = vrange_cache_put(arg, ckeys[i % CHURN_KEYS], KLEN, value, VLEN);
+
+		if (r < 0)
+			die("vrange_cache_put", -r);
+		r = vrange_cache_remove(arg, ckeys[(i - CHURN_LIVE) % CHURN_KEYS], KLEN);
+		if (r < 0 && r != -ENOENT)
+			die("vrange_cache_remove", -r);
+	}
+	return (now_ns() - t0) / (double)n;
+}
+
+/* Both caches hold the same keys before a round of churn. */
+static void churn_fill(struct plain *p, vrange_cache *c)
+{
+	for (long i = 0; i < CHURN_LIVE; i++) {
+		plain_put(p, ckeys[i], value, VLEN);
+		if (vrange_cache_put(c, ckeys[i], KLEN, value, VLEN) < 0)
+			die("vrange_cache_put", ENOMEM);
+	}
+	churn_at = CHURN_LIVE;
+}
+
+/* --- several threads: a client's mix over many keys ------------------------ */
+
+#define MIX_THREADS 4
+#define MIX_KEYS 2048 /* per thread */
+
+struct mix {
+	void *cache;
+	bool plain;
+	int t;
+	long n;
+	pthread_barrier_t *go;
+};
+
+/* 90% get+release of a key of this thread's, 10% put of one (a refill). */
+static void *mix_thread(void *arg)
+{
+	struct mix *m = arg;
+	uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(m->t + 1);
+
+	pthread_barrier_wait(m->go);
+	for (long i = 0; i < m->n; i++) {
+		const unsigned char *k;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		k = ckeys[m->t * MIX_KEYS + (long)(x % MIX_KEYS)];
+		if (x % 10 == 0) {
+			if (m->plain)
+				plain_put(m->cache, k, value, VLEN);
+			else if (vrange_cache_put(m->cache, k, KLEN, value, VLEN) < 0)
+				die("vrange_cache_put", ENOMEM);
+		} else if (m->plain) {
+			struct pentry *e = plain_get(m->cache, k);
+
+			sink += ((unsigned char *)e->val)[i % VLEN];
+			plain_release(m->cache, e);
+		} else {
+			vget(m->cache, k, i);
+		}
+	}
+	return NULL;
+}
+
+/* Million operations per second of the mix on MIX_THREADS threads. */
+static double mix_rate(void *cache, bool plain, long n)
+{
+	pthread_barrier_t go;
+	struct mix m[MIX_THREADS];
+	pthread_t t[MIX_THREADS];
+	double t0;
+
+	for (int i = 0; i < MIX_THREADS * MIX_KEYS; i++) {
+		if (plain)
+			plain_put(cache, ckeys[i], value, VLEN);
+		else if (vrange_cache_put(cache, ckeys[i], KLEN, value, VLEN) < 0)
+			die("vrange_cache_put", ENOMEM);
+	}
+	pthread_barrier_init(&go, NULL, MIX_THREADS + 1);
+	for (int i = 0; i < MIX_THREADS; i++) {
+		m[i] = (struct mix){ cache, plain, i, n, &go };
+		if (pthread_create(&t[i], NULL, mix_thread, &m[i]))
+			die("pthread_create", EAGAIN);
+	}
+	pthread_barrier_wait(&go);
+	t0 = now_ns();
+	for (int i = 0; i < MIX_THREADS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&go);
+	return MIX_THREADS * (double)n / (now_ns() - t0) * 1e3;
+}
+
 /* --- two threads ----------------------------------------------------------- */
 
 struct mt {
@@ -337,6 +479,36 @@ int main(int argc, char **argv)
 	ma = mt_rate(c, false, n);
 	printf("get+release on 2 threads   %8.2f M/s  plain (one mutex)    %8.2f M/s  speed-up %5.2fx\n",
 	       ma, mb, ma / mb);
+	ckeys = malloc(sizeof(*ckeys) * CHURN_KEYS);
+	if (!ckeys)
+		die("malloc", ENOMEM);
+	for (int i = 0; i < CHURN_KEYS; i++)
+		snprintf((char *)ckeys[i], KLEN, "new-%011d", i);
+	churn_fill(p, c);
+	{
+		double ta = 1e30, tb = 1e30;
+
+		/* Each round goes on from where the last stopped: new keys. */
+		for (int rep = 0; rep < REPS; rep++) {
+			double t = plain_churn(p, n / 4);
+
+			tb = t < tb ? t : tb;
+			t = vr_churn(c, n / 4);
+			ta = t < ta ? t : ta;
+			churn_at += n / 4;
+		}
+		printf("%-26s %8.1f ns   %-20s %8.1f ns   ratio %5.2fx%s\n",
+		       "put new key + remove", ta, "plain put + remove", tb, ta / tb,
+		       " (target <= 2x)");
+	}
+	for (long i = churn_at - CHURN_LIVE; i < churn_at; i++) {
+		plain_remove(p, ckeys[i % CHURN_KEYS]);
+		(void)vrange_cache_remove(c, ckeys[i % CHURN_KEYS], KLEN);
+	}
+	mb = mix_rate(p, true, n / 2);
+	ma = mix_rate(c, false, n / 2);
+	printf("%d threads, %d keys each, 90%% get+release / 10%% put: %.2f M/s, plain %.2f M/s, speed-up %.2fx\n",
+	       MIX_THREADS, MIX_KEYS, ma, mb, ma / mb);
 	printf("(plain cache in a single-threaded process: put %.1f ns, get+release %.1f ns)\n",
 	       st_put, st_hit);
 	pthread_mutex_unlock(&idle_lock);

@@ -366,7 +366,8 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->nslots = nslots;
 	atomic_store_explicit(&b->used, 0, memory_order_relaxed);
 	b->cls = cls;
-	b->gen++;
+	/* Read unlocked by ring pops (cache_hold.c): a plain store would race. */
+	__atomic_store_n(&b->gen, b->gen + 1, __ATOMIC_RELAXED);
 	/* Pages never marked (or pooled) are held without a mark call. */
 	atomic_store(&b->state, hot ? BS_HOT | BS_HOLD : 0);
 	*held = hot;
