@@ -988,10 +988,6 @@ void mcache_teardown(int budget)
 	}
 }
 
-void mcache_regress(void)
-{
-}
-
 void mcache_summary(void)
 {
 	printf("cache model: %" PRIu64 " operations: %" PRIu64 " puts, %" PRIu64

@@ -28,8 +28,6 @@ void mcache_purged(void);
 int mcache_child_check(void);
 /* End of a seed: release everything, check the counters, destroy. */
 void mcache_teardown(int budget);
-/* Fixed scenarios for defects the cache model found. */
-void mcache_regress(void);
 /* One line of what the cache model did (operations, outcomes). */
 void mcache_summary(void);
 

@@ -2063,7 +2063,6 @@ int main(void)
 	model_exec_init(ps);
 	warm_up();
 	regress_stale_marker_twice();
-	mcache_regress();
 	vrange_purge(SIZE_MAX);
 	take_snapshot(&base);
 
