@@ -504,6 +504,32 @@ static int entry_reserve(vrange_cache *c, const void *key, size_t klen,
 	return 0;
 }
 
+/*
+ * Drop a put's own hold of b (a reservation's, or an in-place copy's),
+ * after the shard lock.  The value may have been removed meanwhile: a
+ * one-value block's holds are its value's, so that was its last hold -
+ * free it here, as its last release would; a small value's block may be
+ * left empty - free that.
+ */
+static void put_drop(vrange_cache *c, struct cblock *b)
+{
+	struct centry *e;
+	bool requeue;
+
+	if (chold_release_value(c, b) != 1) {
+		/* Its last value may have gone while this hold kept the block
+		 * (see vrange_cache_release): free it now then. */
+		if (atomic_load(&b->used) == 0)
+			cpages_requeue(&c->pages, b);
+		return;
+	}
+	pthread_mutex_lock(&b->lock);
+	e = atomic_load(&b->slot[0]);
+	requeue = cpages_clear_slot(b, 0);
+	pthread_mutex_unlock(&b->lock);
+	entry_finish(c, e, b, requeue);
+}
+
 /* Publish a reserved entry, replacing the key's old one; drops the
  * reservation's hold.  -ENOMEM (the shard's first table could not be had):
  * nothing done, e still reserved. */
@@ -541,7 +567,7 @@ static int entry_commit(vrange_cache *c, struct centry *e)
 		pthread_mutex_unlock(&ob->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
-	chold_drop(c, b); /* the reservation's hold */
+	put_drop(c, b); /* the reservation's hold */
 	entry_finish(c, gone, ob, requeue);
 	enforce_cap(c, e);
 	return 0;
@@ -575,7 +601,7 @@ static int put_in_place(vrange_cache *c, const void *key, size_t klen,
 	uint64_t h = key_hash(key, klen);
 	struct cshard *s = shard_of(c, h);
 	struct centry **l, *e = NULL;
-	struct cblock *b;
+	struct cblock *b = NULL;
 	int64_t d;
 
 	pthread_mutex_lock(&s->lock);
@@ -605,7 +631,9 @@ out:
 	pthread_mutex_unlock(&s->lock);
 	if (!e)
 		return -EAGAIN;
-	chold_drop(c, e->block);
+	/* e may be removed (and freed) from here on: b, not e->block; e is
+	 * only compared with. */
+	put_drop(c, b);
 	enforce_cap(c, e);
 	return 0;
 }
