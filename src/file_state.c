@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -34,6 +35,8 @@
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vfile *registry;
+/* The inotify instance that watches dormant files (registry lock). */
+static int watch_ifd = -1;
 
 static int arena_grow(struct vfile *f)
 {
@@ -143,6 +146,8 @@ static int own_descriptor(int fd, bool *own_ofd)
 
 static void vfile_free(struct vfile *f)
 {
+	if (f->wd >= 0 && watch_ifd >= 0)
+		inotify_rm_watch(watch_ifd, f->wd);
 	if (f->fd >= 0)
 		close(f->fd);
 	if (f->arena)
@@ -162,6 +167,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	if (!f)
 		return -ENOMEM;
 	f->fd = -1;
+	f->wd = -1;
 	f->arena_fd = -1;
 	f->sh.meta_fd = -1;
 	f->dev = st->st_dev;
@@ -189,7 +195,7 @@ fail:
 static struct vfile *lookup_locked(dev_t dev, ino_t ino)
 {
 	for (struct vfile *f = registry; f; f = f->next)
-		if (f->dev == dev && f->ino == ino && !f->anon)
+		if (f->dev == dev && f->ino == ino && !f->anon && !f->dormant)
 			return f;
 	return NULL;
 }
@@ -201,6 +207,7 @@ struct vfile *vfile_new_anon(void)
 	if (!f)
 		return NULL;
 	f->fd = -1;
+	f->wd = -1;
 	f->arena_fd = -1;
 	f->sh.meta_fd = -1;
 	f->anon = true;
@@ -230,9 +237,203 @@ struct vfile *vfile_find(dev_t dev, ino_t ino)
 	return f;
 }
 
-int vfile_get(int fd, const struct stat *st, struct vfile **out)
+static void registry_unlink(struct vfile *f)
+{
+	for (struct vfile **pp = &registry; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+}
+
+/*
+ * Dormant orphans.  State belongs to the file (contract 1), and unmapping
+ * a shared-file mapping leaves it as it was (contract 5) - yet we must
+ * not keep a file alive that the application let go of.  Whether anybody
+ * else can still reach a file cannot be read off the file: a memfd's own
+ * descriptor (memfd_create) counts nowhere a lease could see, and another
+ * process may hold it and pass it back.  So an orphan that may be
+ * unreachable closes our descriptor and keeps its state without it,
+ * watched through inotify: the kernel reports IN_IGNORED for the watch
+ * when the file's last reference anywhere goes and the file dies - the
+ * one moment its state can no longer be asked for.  Meanwhile the watch
+ * pins the inode (its number cannot be reused); when a file with that
+ * device and inode is met again, its birth time (or, without one, the
+ * watch the kernel returns for it) tells whether it is the same file.
+ */
+
+/* Our inotify instance, or -1.  A number the application closed and
+ * reused is not read (its link names no inotify instance).  Registry
+ * lock held. */
+static int watch_fd(bool create)
+{
+	char path[64], link[32] = "";
+
+	if (watch_ifd >= 0) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", watch_ifd);
+		if (readlink(path, link, sizeof(link) - 1) < 0 ||
+		    strcmp(link, "anon_inode:inotify") != 0) {
+			watch_ifd = -1; /* not ours any more: never close it */
+			for (struct vfile *f = registry; f; f = f->next)
+				f->wd = -1;
+		}
+	}
+	if (watch_ifd < 0 && create)
+		watch_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	return watch_ifd;
+}
+
+/* The watch wd is gone: its file died (or we removed it).  Registry
+ * lock held; a dormant vfile goes, its state with its file. */
+static void watch_gone(int wd, struct vfile **dead)
+{
+	for (struct vfile *f = registry; f; f = f->next) {
+		if (f->wd != wd)
+			continue;
+		f->wd = -1;
+		if (f->dormant) {
+			registry_unlink(f);
+			f->next = *dead;
+			*dead = f;
+		}
+		return;
+	}
+}
+
+/* Read what the kernel reported: files that died.  Registry lock held. */
+static void watch_drain(struct vfile **dead)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int ifd = watch_fd(false);
+	ssize_t n;
+
+	while (ifd >= 0 && (n = read(ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p + sizeof(struct inotify_event) <= buf + n;) {
+			const struct inotify_event *e = (const void *)p;
+
+			if (e->mask & IN_IGNORED)
+				watch_gone(e->wd, dead);
+			p += sizeof(*e) + e->len;
+		}
+	}
+}
+
+static void free_list(struct vfile *dead)
+{
+	for (struct vfile *f = dead, *next; f; f = next) {
+		next = f->next;
+		publish_del(&f->pub_slot);
+		vfile_free(f);
+	}
+}
+
+static bool birth_time(int fd, int64_t *sec, uint32_t *nsec)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_BTIME))
+		return false;
+	*sec = sx.stx_btime.tv_sec;
+	*nsec = sx.stx_btime.tv_nsec;
+	return true;
+}
+
+/* Is the file behind fd the dormant f's file?  Registry lock held. */
+static bool same_file(struct vfile *f, int fd)
+{
+	char path[64];
+	int64_t sec;
+	uint32_t nsec;
+	int ifd = watch_fd(false), w;
+
+	if (f->btime_sec || f->btime_nsec)
+		return birth_time(fd, &sec, &nsec) && sec == f->btime_sec &&
+		       nsec == f->btime_nsec;
+	if (f->wd < 0 || ifd < 0)
+		return false;
+	/* One watch per inode and instance: the same file gets f's back. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	w = inotify_add_watch(ifd, path, IN_DELETE_SELF | IN_MASK_ADD);
+	if (w >= 0 && w != f->wd)
+		inotify_rm_watch(ifd, w);
+	return w == f->wd;
+}
+
+/*
+ * Close our descriptor of the orphan f and keep its state dormant, or
+ * (no watch to be had) leave it as it is: never drop state of a file that
+ * may still be reached.  Registry lock held, no references.
+ */
+static void go_dormant(struct vfile *f)
+{
+	char path[64];
+	int ifd = watch_fd(true);
+
+	if (ifd < 0 || f->fd < 0)
+		return;
+	if (f->wd < 0) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", f->fd);
+		f->wd = inotify_add_watch(ifd, path, IN_DELETE_SELF);
+		if (f->wd < 0)
+			return;
+	}
+	if (!birth_time(f->fd, &f->btime_sec, &f->btime_nsec))
+		f->btime_sec = f->btime_nsec = 0;
+	close(f->fd);
+	f->fd = -1;
+	f->dormant = true;
+	publish_del(&f->pub_slot);
+}
+
+/*
+ * The dormant state of the file behind fd (st), made live again with a
+ * reference, or NULL.  A dormant vfile whose device and inode now name
+ * another file was a dead file's: it goes to *dead.  Registry lock held.
+ */
+static struct vfile *revive(int fd, const struct stat *st, struct vfile **dead)
 {
 	struct vfile *f;
+	int nfd;
+
+	watch_drain(dead);
+	for (f = registry; f; f = f->next)
+		if (f->dormant && f->dev == st->st_dev && f->ino == st->st_ino)
+			break;
+	if (!f)
+		return NULL;
+	if (!same_file(f, fd)) {
+		registry_unlink(f);
+		f->next = *dead;
+		*dead = f;
+		return NULL;
+	}
+	nfd = own_descriptor(fd, &f->own_ofd);
+	if (nfd < 0)
+		return NULL;
+	f->fd = nfd;
+	f->dormant = false;
+	f->refs = 1;
+	if (f->shared) /* a fork child kept it without being a holder */
+		vshared_add_self(f->fd, &f->sh, &f->tree);
+	return f;
+}
+
+bool vfile_dormant_known(dev_t dev, ino_t ino)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f && !found; f = f->next)
+		found = f->dormant && f->dev == dev && f->ino == ino;
+	pthread_mutex_unlock(&registry_lock);
+	return found;
+}
+
+int vfile_get(int fd, const struct stat *st, struct vfile **out)
+{
+	struct vfile *f, *dead = NULL;
 	bool created = false;
 	int r = 0;
 
@@ -240,6 +441,8 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	f = lookup_locked(st->st_dev, st->st_ino);
 	if (f) {
 		f->refs++;
+	} else if ((f = revive(fd, st, &dead)) != NULL) {
+		created = true;
 	} else {
 		r = vfile_new(fd, st, &f);
 		if (r == 0) {
@@ -249,6 +452,7 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 		}
 	}
 	pthread_mutex_unlock(&registry_lock);
+	free_list(dead);
 	if (created)
 		vfile_publish(f);
 	if (r == 0)
@@ -263,23 +467,13 @@ void vfile_note_app_mapped(struct vfile *f)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-static bool has_state(struct vfile *f)
-{
-	bool any = true; /* a lock that cannot be had: assume there is */
-
-	if (vfile_lock(f) == 0) {
-		any = rt_volatile_pages(&f->tree) + rt_purged_pages(&f->tree) > 0;
-		vfile_unlock(f);
-	}
-	return any;
-}
-
 /*
- * Can nobody but us reach the file any more?  It has no name, and a write
- * lease - refused while any other open file description of the file is
- * open for writing, the application's mappings' included - can be had on
+ * Can nobody but us reach the file any more, as far as the kernel shows?
+ * It has no name, and a write lease - refused while any other open file
+ * description of the file that the kernel counts is open - can be had on
  * our own.  The lease is let go at once; it has no owner to signal.  Any
  * doubt (a descriptor that is a dup, no lease rights) says "reachable".
+ * A "yes" is not proof: a memfd's own descriptor is not counted.
  */
 static bool file_unreachable(struct vfile *f)
 {
@@ -294,30 +488,49 @@ static bool file_unreachable(struct vfile *f)
 	return gone;
 }
 
-/* Keep f, reference-less, for the state that belongs to its file?
- * Registry lock held. */
+/*
+ * Keep f, reference-less, for the state that belongs to its file?  A file
+ * seen through an application mapping with volatile or purged ranges is
+ * kept: with our descriptor while it has volatile ranges and can be
+ * reached (purges can still discard them), else dormant.  Registry lock
+ * held.
+ */
 static bool keep_orphan(struct vfile *f)
 {
-	return f->app_mapped && !f->anon && has_state(f) && !file_unreachable(f);
-}
+	uint64_t vol = 1, purged = 1; /* a lock that cannot be had: keep */
 
-static void registry_unlink(struct vfile *f)
-{
-	for (struct vfile **pp = &registry; *pp; pp = &(*pp)->next) {
-		if (*pp == f) {
-			*pp = f->next;
-			break;
-		}
+	if (f->anon)
+		return true;
+	if (!f->app_mapped)
+		return false;
+	if (vfile_lock(f) == 0) {
+		vol = rt_volatile_pages(&f->tree);
+		purged = rt_purged_pages(&f->tree);
+		vfile_unlock(f);
 	}
+	if (vol + purged == 0)
+		return false;
+	if (!f->dormant && (!vol || file_unreachable(f)))
+		go_dormant(f);
+	return true;
 }
 
 void vfile_put(struct vfile *f)
 {
+	struct vfile *dead = NULL;
+
 	if (!f)
 		return;
 	pthread_mutex_lock(&registry_lock);
-	if (atomic_fetch_sub(&f->refs, 1) > 1 || keep_orphan(f)) {
+	if (atomic_fetch_sub(&f->refs, 1) > 1) {
 		pthread_mutex_unlock(&registry_lock);
+		return;
+	}
+	if (keep_orphan(f)) {
+		if (f->dormant)
+			watch_drain(&dead); /* it may have died at once */
+		pthread_mutex_unlock(&registry_lock);
+		free_list(dead);
 		return;
 	}
 	registry_unlink(f);
@@ -331,6 +544,7 @@ void vfile_sweep_orphans(void)
 	struct vfile *dead = NULL, *f, *next;
 
 	pthread_mutex_lock(&registry_lock);
+	watch_drain(&dead);
 	for (f = registry; f; f = next) {
 		next = f->next;
 		if (atomic_load(&f->refs) == 0 && !keep_orphan(f)) {
@@ -339,15 +553,10 @@ void vfile_sweep_orphans(void)
 			dead = f;
 		}
 	}
+	watch_drain(&dead);
 	pthread_mutex_unlock(&registry_lock);
-	for (f = dead; f; f = next) {
-		next = f->next;
-		/* Its publication entry names f: a later move would write here. */
-		publish_del(&f->pub_slot);
-		vfile_free(f);
-	}
+	free_list(dead);
 }
-
 /* A foreign file's tree lock is never legitimately held this long. */
 #define LOCAL_LOCK_TIMEOUT_MS 60000u
 
@@ -442,7 +651,7 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 	for (struct vmap *m = c->f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		if (m->sigbus && map_clip(m, &o, &l) && anymap_map_holds(c->f, m, o, l))
 			uffd_after_nonvolatile(m, o, l);
 	}
 	return 0;
@@ -529,13 +738,13 @@ void vfile_del_map(struct vfile *f, struct vmap *m)
 	vfile_publish(f);
 }
 
-int vfile_peek_oldest(struct vfile *f, struct rt_range *out)
+int vfile_peek_oldest(struct vfile *f, uint64_t max_seq, struct rt_range *out)
 {
 	int r = vfile_lock(f);
 
 	if (r < 0)
 		return r;
-	r = rt_oldest(&f->tree, out);
+	r = rt_oldest_before(&f->tree, max_seq, out);
 	vfile_unlock(f);
 	return r;
 }
@@ -564,6 +773,14 @@ static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
  * Pages [start, end) of a library or application file, already recorded
  * RT_PURGED: arm the SIGBUS-mode mappings, punch, poison and disarm them.
  */
+static void punch_hole(struct vfile *f, size_t off, size_t len)
+{
+	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0)
+		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
+			 strerror(errno));
+}
+
 static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 {
 	size_t off = (size_t)start << vr_page_shift;
@@ -572,17 +789,16 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		m->skip = !m->sigbus || !map_clip(m, &o, &l) ||
+			  !anymap_map_holds(f, m, o, l);
+		if (!m->skip)
 			uffd_before_discard(m, o, l);
 	}
-	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)len) < 0)
-		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
-			 strerror(errno));
+	punch_hole(f, off, len);
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		if (!m->skip && map_clip(m, &o, &l))
 			uffd_after_discard(m, o, l);
 	}
 }
@@ -600,10 +816,104 @@ struct batch {
 	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
 };
 
+/* Is page pg in one of the batch's runs (sorted, joined)?  *i: a cursor
+ * for ascending pg. */
+static bool in_runs(const struct batch *b, uint64_t pg, uint32_t *i)
+{
+	while (*i < b->n && b->end[*i] <= pg)
+		(*i)++;
+	return *i < b->n && b->start[*i] <= pg;
+}
+
+/* Largest span armed at once (its residency vector lives on the stack). */
+#define SPAN_MAX_PAGES 4096u
+
+/*
+ * May the span of the batch's runs be armed once in every SIGBUS mapping
+ * of f?  Each mapping must allow it (uffd_span_ok) and still map the file
+ * all along the span (anymap_map_holds), and every page of the
+ * span that the batch does not punch must be in the file's page cache
+ * (mincore): while armed, a touch of a hole raises SIGBUS, and such a page
+ * may be non-volatile.  A page in the cache stays there meanwhile: only a
+ * purge removes data, and this one holds the file's lock.
+ */
+static bool span_armable(struct vfile *f, const struct batch *b)
+{
+	uint64_t s = b->start[0], e = b->end[b->n - 1];
+	unsigned char vec[SPAN_MAX_PAGES];
+
+	if (e - s > SPAN_MAX_PAGES)
+		return false;
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = (size_t)s << vr_page_shift;
+		size_t l = (size_t)(e - s) << vr_page_shift;
+		uint64_t first;
+		uint32_t i = 0;
+
+		if (!m->sigbus || !map_clip(m, &o, &l))
+			continue;
+		/* A mapping that no longer maps the file all along the
+		 * span (unmapped, a newcomer at its address) is judged run
+		 * by run (punch_run). */
+		if (!uffd_span_ok(m) || !anymap_map_holds(f, m, o, l) ||
+		    mincore(m->base + o, l, vec) < 0)
+			return false;
+		first = o >> vr_page_shift;
+		for (size_t k = 0; k < l >> vr_page_shift; k++)
+			if (!in_runs(b, first + k, &i) && !(vec[k] & 1))
+				return false;
+	}
+	return true;
+}
+
+/* The runs of b punched under one arming per SIGBUS mapping.  false,
+ * nothing punched and nothing left armed, if a mapping refused. */
+static bool punch_span(struct vfile *f, const struct batch *b)
+{
+	size_t off = (size_t)b->start[0] << vr_page_shift;
+	size_t len = (size_t)(b->end[b->n - 1] - b->start[0]) << vr_page_shift;
+
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+
+		if (!m->sigbus || !map_clip(m, &o, &l) ||
+		    uffd_before_discard(m, o, l) == 0)
+			continue;
+		for (struct vmap *a = f->maps; a != m; a = a->next) {
+			size_t ao = off, al = len;
+
+			if (a->sigbus && map_clip(a, &ao, &al))
+				uffd_disarm(a, ao, al);
+		}
+		return false;
+	}
+	for (uint32_t i = 0; i < b->n; i++)
+		punch_hole(f, (size_t)b->start[i] << vr_page_shift,
+			   (size_t)(b->end[i] - b->start[i]) << vr_page_shift);
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+
+		if (!m->sigbus || !map_clip(m, &o, &l))
+			continue;
+		for (uint32_t i = 0; i < b->n; i++) {
+			size_t ro = (size_t)b->start[i] << vr_page_shift;
+			size_t rl = (size_t)(b->end[i] - b->start[i]) << vr_page_shift;
+
+			if (map_clip(m, &ro, &rl))
+				uffd_poison_armed(m, ro, rl);
+		}
+		uffd_disarm(m, o, l);
+	}
+	return true;
+}
+
 /* Punch the batch's runs in address order, neighbours as one: a page
- * cache's pages, marked one by one, purge as one hole. */
+ * cache's pages, marked one by one, purge as one hole; scattered ones
+ * under one arming where that is safe. */
 static void punch_batch(struct vfile *f, struct batch *b)
 {
+	uint32_t n = 0;
+
 	for (uint32_t i = 1; i < b->n; i++) { /* insertion sort: n <= 64 */
 		uint64_t s = b->start[i], e = b->end[i];
 		uint32_t j = i;
@@ -615,13 +925,19 @@ static void punch_batch(struct vfile *f, struct batch *b)
 		b->start[j] = s;
 		b->end[j] = e;
 	}
-	for (uint32_t i = 0; i < b->n;) {
+	for (uint32_t i = 0; i < b->n; n++) { /* join neighbours */
 		uint64_t s = b->start[i], e = b->end[i];
 
 		for (i++; i < b->n && b->start[i] == e; i++)
 			e = b->end[i];
-		punch_run(f, s, e);
+		b->start[n] = s;
+		b->end[n] = e;
 	}
+	b->n = n;
+	if (n > 1 && has_sigbus_map(f) && span_armable(f, b) && punch_span(f, b))
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		punch_run(f, b->start[i], b->end[i]);
 }
 
 /*
@@ -667,7 +983,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		*pages += n;
 		left -= n;
 		if (!left || b.n == BATCH_RUNS || keep_spare(f) < 0 ||
-		    rt_oldest(&f->tree, &rr) != 1 || !may_take(&rr, lim))
+		    rt_oldest_before(&f->tree, lim->max_seq, &rr) != 1 ||
+		    !may_take(&rr, lim))
 			break;
 	}
 	punch_batch(f, &b);
@@ -700,7 +1017,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 
 	if (r < 0)
 		return r;
-	r = rt_oldest(&f->tree, &rr);
+	r = rt_oldest_before(&f->tree, lim->max_seq, &rr);
 	if (r <= 0)
 		goto out;
 	if (f->anon) {
@@ -724,7 +1041,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 	r = keep_spare(f) < 0 ? -ENOMEM : 1;
 	/* Progress or stop: a tree that hands out the same oldest range after
 	 * it was discarded is corrupt, and callers loop on this. */
-	if (r == 1 && rt_oldest(&f->tree, &after) == 1 &&
+	if (r == 1 && rt_oldest_before(&f->tree, lim->max_seq, &after) == 1 &&
 	    after.start == rr.start && after.seq == rr.seq && after.prio == rr.prio)
 		r = -EIO;
 out:
@@ -733,7 +1050,8 @@ out:
 	return r;
 }
 
-ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
+			 uint64_t max_seq)
 {
 	struct purge_cand *v;
 	size_t n = 0, cap = 0;
@@ -744,7 +1062,9 @@ ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
 		cap++;
 	v = malloc((cap ? cap : 1) * sizeof(*v));
 	for (struct vfile *f = registry; v && f; f = f->next) {
-		if ((skip_shared && f->shared) || vfile_peek_oldest(f, &rr) <= 0)
+		/* A dormant file has no descriptor to punch with. */
+		if ((skip_shared && f->shared) || f->dormant ||
+		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;
 		v[n].f = f;
@@ -763,6 +1083,8 @@ void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 	*files = *vol_pages = *purged_pages = *resident_bytes = 0;
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next) {
+		if (f->dormant) /* not published either: vrangectl agrees */
+			continue;
 		*files += f->fd_layer;
 		if (vfile_lock(f) == 0) {
 			*vol_pages += rt_volatile_pages(&f->tree);
@@ -780,7 +1102,7 @@ uint64_t vfile_unshared_volatile_pages(void)
 
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next) {
-		if (!f->shared && vfile_lock(f) == 0) {
+		if (!f->shared && !f->dormant && vfile_lock(f) == 0) {
 			n += rt_volatile_pages(&f->tree);
 			vfile_unlock(f);
 		}
@@ -958,18 +1280,25 @@ void vfile_fork_prepare(void)
 void vfile_fork_child(void)
 {
 	publish_fork_child();
+	/* The inotify instance is the parent's too: reading it here would
+	 * steal its news.  Dormant files stay, told apart by birth time. */
+	if (watch_ifd >= 0)
+		close(watch_ifd);
+	watch_ifd = -1;
 	for (struct vfile *f = registry; f; f = f->next) {
 		child_own_arena(f);
 		if (f->fork_copy)
 			munmap(f->fork_copy, f->arena_bytes);
 		f->fork_copy = NULL;
 		f->pub_slot = 0;
-		if (f->shared)
+		f->wd = -1;
+		if (f->shared && !f->dormant)
 			vshared_add_self(f->fd, &f->sh, &f->tree);
 	}
 	unlock_all();
 	for (struct vfile *f = registry; f; f = f->next)
-		vfile_publish(f);
+		if (!f->dormant)
+			vfile_publish(f);
 }
 
 void vfile_fork_done(void)

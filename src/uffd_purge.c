@@ -745,6 +745,23 @@ void uffd_after_discard(struct vmap *m, size_t off, size_t len)
 	uffd_unregister(sigbus_fd, m->base + off, len);
 }
 
+bool uffd_span_ok(const struct vmap *m)
+{
+	return !refill_state(m) && sigbus_fd >= 0;
+}
+
+void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
+{
+	if (!refill_state(m) && sigbus_fd >= 0)
+		uffd_poison(sigbus_fd, m->base + off, len);
+}
+
+void uffd_disarm(struct vmap *m, size_t off, size_t len)
+{
+	if (!refill_state(m) && sigbus_fd >= 0)
+		uffd_unregister(sigbus_fd, m->base + off, len);
+}
+
 void uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
 {
 	struct uffd_region *u = refill_state(m);

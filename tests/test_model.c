@@ -61,46 +61,28 @@
 #endif
 #ifndef MODEL_REUSE_ADDRESS
 /*
- * Bugs 1 and 7 are fixed, but a new mapping at a reused address still fails:
- * new defect D4 (a larger new mapping at an old one's address is -ENOENT
- * past the old end) and D5 (a learnt mapping's whole VMA is registered
- * with userfaultfd, neighbours merged into it included, and stays so).  Off,
- * mappings come from a reserved range that never hands an address out twice.
+ * Bugs 1 and 7, D4, D5 and the arming of a gone application mapping are
+ * fixed: a new mapping may take a freed address.  Off, mappings come from
+ * a reserved range that never hands an address out twice.
  */
-#define MODEL_REUSE_ADDRESS 0
+#define MODEL_REUSE_ADDRESS 1
 #endif
 #ifndef MODEL_REUSE_LARGER
-#define MODEL_REUSE_LARGER 0 /* new defect D4: a larger new mapping at an old
-			      * one's address is -ENOENT past the old end */
+#define MODEL_REUSE_LARGER 1 /* D4: a larger new mapping at an old one's
+			      * address was -ENOENT past the old end */
 #endif
 static int reuse = MODEL_REUSE_ADDRESS;
-#ifndef MODEL_PURGE_SEES_PEER_MARKS
-#define MODEL_PURGE_SEES_PEER_MARKS 0 /* new defect D2 (model-test report):
-				       * vrange_purge misses what another
-				       * process marked in the same clock tick */
-#endif
-#ifndef MODEL_PURGE_PAST_UNTOUCHED
-#define MODEL_PURGE_PAST_UNTOUCHED 0 /* new defect D3: a purge stops at
-				      * untouched anonymous pages it put back,
-				      * before higher-priority ranges */
-#endif
 #ifndef MODEL_APP_MAP_STALE_SIGBUS
 #define MODEL_APP_MAP_STALE_SIGBUS 0 /* new defect D6: an application mapping
 				      * armed for SIGBUS keeps a stale marker
 				      * after another process unmarked the page */
 #endif
 #ifndef MODEL_REPLACED_REGISTERED
-#define MODEL_REPLACED_REGISTERED 0 /* new defect D7: anonymous memory
-				     * replaced (MAP_FIXED) after a purge: the
-				     * newcomer gets registered with our
-				     * userfaultfd and stays so; our retired
-				     * (PROT_NONE) arena pieces are not judged */
-#endif
-#ifndef MODEL_STATE_OUTLIVES_MAPPING
-#define MODEL_STATE_OUTLIVES_MAPPING 0 /* new defect D9: a file's state kept
-					* after its last known mapping went is
-					* dropped by a later sweep, purged pages
-					* and all: VRANGE_INTACT over zeros */
+#define MODEL_REPLACED_REGISTERED 1 /* D7: anonymous memory replaced
+				     * (MAP_FIXED) after a purge was registered
+				     * with our userfaultfd and stayed so; off,
+				     * our retired (PROT_NONE) arena pieces and
+				     * stray anonymous mappings are not judged */
 #endif
 #ifndef MODEL_SIGBUS_LATE_REGION
 #define MODEL_SIGBUS_LATE_REGION 1 /* bug 8: a SIGBUS region adopted while
@@ -1110,46 +1092,10 @@ static void g_read(int p, int o)
 	}
 }
 
-/* Does p hold anonymous volatile pages with no data (a purge puts them back)? */
-static int untouched_anon(int p)
-{
-	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && F[f].kind == FK_ANON && F[f].owner == p)
-			for (int i = 0; i < F[f].npg; i++)
-				if (F[f].pg[i].vol && (F[f].pg[i].seed == 0 ||
-						       F[f].pg[i].seed == SEED_UNKNOWN ||
-						       F[f].pg[i].maybe ||
-						       F[f].pg[i].must))
-					return 1;
-	return 0;
-}
-
-/*
- * D2: a range another process marked within the last clock tick looks
- * "marked after the pass began" - and a pass stops at the first such range
- * it meets in purge order, whatever is behind it.
- */
-static int recent_peer_marks(int p)
-{
-	uint64_t now = now_ns();
-
-	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && reaches(p, f))
-			for (int i = 0; i < F[f].npg; i++)
-				if (F[f].pg[i].vol && F[f].pg[i].marked_by != p &&
-				    now - F[f].pg[i].marked_ns < 100000000u)
-					return 1;
-	return 0;
-}
-
 /* Everything volatile process p's purges may reach: may be discarded. */
 static uint64_t purge_model(int p, int only_file, int all)
 {
 	uint64_t clean = 0;
-	int untouched = only_file < 0 && !MODEL_PURGE_PAST_UNTOUCHED &&
-			untouched_anon(p);
-	int blocked = only_file < 0 && !MODEL_PURGE_SEES_PEER_MARKS &&
-		      recent_peer_marks(p);
 
 	for (int f = 0; f < M_MAXFILE; f++) {
 		int sure;
@@ -1165,7 +1111,6 @@ static uint64_t purge_model(int p, int only_file, int all)
 				continue;
 			/* A reset tree says "purged" without discarding. */
 			if (all && sure && g->vol == 1 && !g->zok && !g->reset &&
-			    !blocked && (!untouched || g->prio <= 0) &&
 			    g->seed != 0 && g->seed != SEED_UNKNOWN) {
 				if (!g->maybe && !g->must && !bg_purging(f)) {
 					clean++;
@@ -1178,8 +1123,6 @@ static uint64_t purge_model(int p, int only_file, int all)
 				g->must = 1;
 			}
 			g->maybe = 1;
-			if (g->vol == 2 && !MODEL_STATE_OUTLIVES_MAPPING)
-				g->zok = 1; /* D9 */
 		}
 	}
 	return clean;
@@ -1696,8 +1639,6 @@ static void g_fork(void)
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		fail("the forked child found a violation (status %#x)", st);
 	if (purge) {
-		int blocked = !MODEL_PURGE_SEES_PEER_MARKS && recent_peer_marks(0);
-
 		mcache_purged();
 
 		/* The child shares library files' state: it purged them. */
@@ -1710,7 +1651,7 @@ static void g_fork(void)
 				if (!g->vol)
 					continue;
 				if (attached(0, f) && g->vol == 1 && !g->zok &&
-				    !g->reset && !blocked && g->seed &&
+				    !g->reset && g->seed &&
 				    g->seed != SEED_UNKNOWN) {
 					if (!g->must)
 						g->must_by = 0xfe;
@@ -1831,7 +1772,7 @@ struct snapshot {
 };
 
 /*
- * With D7 gated: a registration our arena's retired (PROT_NONE) pieces
+ * With D7's gate off: a registration our arena's retired (PROT_NONE) pieces
  * keep, or one left on private anonymous memory that is not the model's
  * (everything of the model's is unmapped by then: such a mapping is a
  * newcomer at an address the library once knew - glibc's, seen
@@ -1934,8 +1875,10 @@ static void teardown(void)
 /* The library's first use, and what it keeps for good, before the baseline. */
 static void warm_up(void)
 {
+	struct vrange_stats st;
 	vrange_region *r;
 	char *a;
+	int fd;
 
 	if (vrange_region_create("warm", 4 * ps, 0, &r) == 0) {
 		vrange_mark_volatile(r, 0, ps);
@@ -1952,6 +1895,19 @@ static void warm_up(void)
 		vrange(a, 2 * ps, VRANGE_NONVOLATILE, NULL);
 		munmap(a, 2 * ps);
 	}
+	/* A file's state outlives its mapping, watched for the file's end
+	 * (the library's inotify instance, kept for good). */
+	fd = memfd_create("warm", MFD_CLOEXEC);
+	if (fd >= 0 && ftruncate(fd, (off_t)ps) == 0 &&
+	    (a = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED) {
+		a[0] = 1;
+		vrange(a, ps, VRANGE_VOLATILE, NULL);
+		vrange_purge(SIZE_MAX);
+		munmap(a, ps);
+	}
+	if (fd >= 0)
+		close(fd);
+	vrange_get_stats(&st);
 	vrange_purge(SIZE_MAX);
 }
 
@@ -2043,6 +1999,23 @@ static double now_s(void)
 	return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/*
+ * Without userfaultfd the library is not told of munmap, and memory mapped
+ * at a known address before it looks again is taken for the old mapping -
+ * a known limit (docs/design.md): no address reuse then, unless asked for.
+ */
+static void no_uffd_no_reuse(void)
+{
+	struct vrange_stats st;
+
+	if (!reuse || getenv("VRANGE_MODEL_REUSE") || vrange_get_stats(&st) < 0 ||
+	    !st.access_fallback[0])
+		return;
+	reuse = 0;
+	printf("(without userfaultfd (%s) addresses are not reused: the library "
+	       "is not told of munmap, a known limit)\n", st.access_fallback);
+}
+
 int main(void)
 {
 	static const uint64_t fixed[] = {1, 2, 3, 4};
@@ -2062,6 +2035,7 @@ int main(void)
 	zygote_start();
 	model_exec_init(ps);
 	warm_up();
+	no_uffd_no_reuse();
 	regress_stale_marker_twice();
 	vrange_purge(SIZE_MAX);
 	take_snapshot(&base);
