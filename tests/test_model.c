@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "model_cache.h"
 
 /*
  * Operations gated off because a known defect (issue 12) would fail them;
@@ -231,6 +232,30 @@ static void fail(const char *fmt, ...)
 	exit(1);
 }
 
+/* The cache model's way to the same report and trace (model_cache.h). */
+void model_fail(const char *fmt, ...)
+{
+	va_list ap;
+	char msg[512];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fail("%s", msg);
+	exit(1);
+}
+
+void model_trace(const char *fmt, ...)
+{
+	va_list ap;
+	char msg[200];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	traceadd("%s", msg);
+}
+
 static const char *opname[OP_NTYPES] = {
 	"NEWFILE", "CREATE", "ADOPT", "DESTROY", "MAP", "UNMAP", "MARK",
 	"UNMARK", "ISVOL", "WRITE", "READ", "PURGE", "RPURGE", "PRIO",
@@ -392,6 +417,9 @@ static void run_op(struct m_op *op, struct m_res *res, int fd)
 	P[op->proc].calls++;
 	if (op->proc == 0) {
 		model_exec(op, fd, res);
+		/* The cache model: released values may be gone now. */
+		if (op->type == OP_PURGE || op->type == OP_BUDGET)
+			mcache_purged();
 		return;
 	}
 	if (send_fd_msg(P[op->proc].sock, op, sizeof(*op), fd) < 0 ||
@@ -1567,14 +1595,19 @@ static void g_fork(void)
 
 		alarm(60);
 		bad = child_check();
+		bad |= mcache_child_check();
 		if (!bad && purge && vrange_purge(SIZE_MAX) < 0)
 			bad = 2;
+		if (!bad && purge)
+			bad = mcache_child_check();
 		_exit(bad);
 	}
 	total_ops++;
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		fail("the forked child found a violation (status %#x)", st);
 	if (purge) {
+		mcache_purged();
+
 		/* The child shares every file's state: it purged them. */
 		for (int f = 0; f < M_MAXFILE; f++) {
 			if (!F[f].used || F[f].kind == FK_ANON || !reaches(0, f))
@@ -1691,6 +1724,7 @@ static void step(void)
 		g_fork(); /* ~0.05%: a fork costs as much as a thousand steps */
 	else
 		g_read(p, o);
+	mcache_step(opn, P[0].budget);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1851,6 +1885,7 @@ static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 	if (!rng)
 		rng = 1;
 	opn = 0;
+	mcache_reset(seed);
 	memset(trace, 0, sizeof(trace));
 	memset(F, 0, sizeof(F));
 	memset(O, 0, sizeof(O));
@@ -1866,6 +1901,7 @@ static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 	while (opn < nops)
 		step();
 	opn++;
+	mcache_teardown(P[0].budget);
 	teardown();
 	vrange_purge(SIZE_MAX);
 	compare_snapshot(base);
@@ -2000,6 +2036,7 @@ int main(void)
 	}
 	printf("model test: %" PRIu64 " operations in %.1f s, no violation\n",
 	       total_ops, now_s() - t0);
+	mcache_summary();
 	if (model_exec_hole_filled())
 		printf("(%" PRIu64 " times the library's own allocation filled the "
 		       "hole of an unmapped-range probe)\n",
