@@ -45,6 +45,9 @@ struct vmap {
 	bool sigbus;         /* purged pages must raise SIGBUS here */
 	bool skip;           /* this purge step left it alone (not there) */
 	struct vrange_region *region;
+	struct uffd_armed *armed; /* registered for good (uffd_purge.c); read
+				   * under the file's lock */
+	bool fallback;       /* SIGBUS asked for, refused by the kernel */
 };
 
 struct vfile {
