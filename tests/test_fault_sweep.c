@@ -1,0 +1,810 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fault_sweep.c - every failing system call and allocation of the
+ * library, one at a time (built only with -Dfault_injection=true, linked
+ * against libvrange_fault.so; see src/fault_inject.h).
+ *
+ * A scenario (one "cycle") touches every entry point: regions created in
+ * ZERO, SIGBUS and refill mode, an adopted region, the file layer, vrange()
+ * on mmap'd and malloc'd anonymous memory and on the application's own
+ * MAP_SHARED mapping, region and global purges, priorities, budget, monitor
+ * start/stop, stats, fork.  It checks as it goes: every result is >= 0 or a
+ * negative errno; INTACT means every byte is as it was; non-volatile bytes
+ * never change; a purged page reads whole (its bytes or zeros, never torn);
+ * a page found purged reads without a signal once marked non-volatile; a
+ * purged page of a SIGBUS-mode region never reads zeros while volatile.
+ *
+ * 1. Reference: one child runs a cycle with counting on (how many calls of
+ *    each site), then a second cycle, and measures descriptors, library
+ *    mappings and userfaultfd registrations left over.
+ * 2. One child per (site, N, errno): call N of that site fails with errno
+ *    during the first cycle; then faults are off and a second cycle must
+ *    pass strictly (the library keeps working), and no more descriptors,
+ *    memfd mappings or MISSING registrations may be left than in the
+ *    reference.  A child that crashes or hangs (timeout) is a failure.
+ * 3. EINTR from real signals: cycles under a fast interval timer whose
+ *    handler is installed without SA_RESTART.
+ *
+ * Bounded by default (VRANGE_FAULT_BUDGET seconds, default 90: every site
+ * and errno, the first calls of each site and a spread of the later ones);
+ * VRANGE_FAULT_SWEEP=full tries every N of every site.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fault_inject.h"
+#include "vrange.h"
+
+#define PAGES 8            /* per buffer; the first half is made volatile */
+#define MAX_SITES 64
+#define RUN_TIMEOUT_S 20
+
+static size_t pg;
+static bool strict;        /* faults off: results must be the exact ones */
+static bool in_fault_cycle;
+static int failures;
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "  FAIL (%s cycle): ", strict ? "clean" : "faulted");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	failures++;
+}
+
+/* A negative errno or success: anything else breaks the convention. */
+static bool ok_result(const char *what, long r)
+{
+	if (r >= 0)
+		return true;
+	if (r < -4095)
+		fail("%s returned %ld, not a negative errno", what, r);
+	else if (strict)
+		fail("%s failed with faults off: %s", what, strerror((int)-r));
+	return false;
+}
+
+/* ---- SIGBUS probes -------------------------------------------------------- */
+
+static sigjmp_buf probe_jmp;
+static volatile sig_atomic_t probing;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+	if (probing)
+		siglongjmp(probe_jmp, 1);
+	static const char msg[] = "  FAIL: unexpected SIGBUS\n";
+	write(2, msg, sizeof(msg) - 1);
+	_exit(3);
+}
+
+enum look { L_DATA, L_ZERO, L_TORN, L_SIGBUS, L_OTHER };
+
+/* What page p holds: the byte v throughout, zeros, a mix, or a signal. */
+static enum look look_at(const unsigned char *p, unsigned char v, unsigned char alt,
+			 unsigned char *seen)
+{
+	volatile const unsigned char *q = p;
+	unsigned char first;
+
+	probing = 1;
+	if (sigsetjmp(probe_jmp, 1)) {
+		probing = 0;
+		return L_SIGBUS;
+	}
+	first = q[0];
+	probing = 0;
+	*seen = first;
+	for (size_t i = 1; i < pg; i++)
+		if (p[i] != first)
+			return L_TORN;
+	if (first == v || (alt && first == alt))
+		return L_DATA;
+	return first == 0 ? L_ZERO : L_OTHER;
+}
+
+/* ---- the buffers a cycle works on ---------------------------------------- */
+
+enum kind { K_REGION_ZERO, K_REGION_SIGBUS, K_REGION_REFILL, K_ADOPTED,
+	    K_ANON, K_MALLOC, K_SHARED, K_FDLAYER, K_COUNT };
+static const char *const kind_name[K_COUNT] = {
+	"zero region", "sigbus region", "refill region", "adopted region",
+	"anonymous mmap", "malloc'd memory", "shared mapping", "file layer",
+};
+
+struct buf {
+	enum kind kind;
+	bool live;
+	unsigned char *base;
+	vrange_region *r;
+	int fd;
+	void *alloc;
+	unsigned char want[PAGES]; /* the byte each page holds */
+};
+
+static unsigned char refill_byte(size_t page)
+{
+	return (unsigned char)(0xA0 + page);
+}
+
+static int refill_fn(vrange_region *r, size_t off, void *b, size_t len, void *arg)
+{
+	(void)r;
+	(void)arg;
+	memset(b, refill_byte(off / pg), len);
+	return 0;
+}
+
+static bool sigbus_mode(const struct buf *b)
+{
+	return b->r && vrange_region_access(b->r) == VRANGE_ACCESS_SIGBUS;
+}
+
+static int memfd_of(const char *name, size_t pages)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+
+	if (fd >= 0 && ftruncate(fd, (off_t)(pages * pg)) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static bool buf_open(struct buf *b, enum kind k)
+{
+	static const unsigned int rflags[] = {
+		[K_REGION_ZERO] = VRANGE_ACCESS_ZERO,
+		[K_REGION_SIGBUS] = VRANGE_ACCESS_SIGBUS,
+		[K_REGION_REFILL] = VRANGE_ACCESS_SIGBUS,
+	};
+	int r = 0;
+
+	memset(b, 0, sizeof(*b));
+	b->kind = k;
+	b->fd = -1;
+	switch (k) {
+	case K_REGION_ZERO:
+	case K_REGION_SIGBUS:
+	case K_REGION_REFILL:
+		r = vrange_region_create(kind_name[k], PAGES * pg, rflags[k], &b->r);
+		if (r == -EOPNOTSUPP && k != K_REGION_ZERO)
+			return false; /* no SIGBUS mode on this machine */
+		if (!ok_result("vrange_region_create", r))
+			return false;
+		if (k == K_REGION_REFILL &&
+		    !ok_result("vrange_region_set_refill",
+			       vrange_region_set_refill(b->r, refill_fn, NULL))) {
+			vrange_region_destroy(b->r);
+			return false;
+		}
+		b->base = vrange_region_base(b->r);
+		break;
+	case K_ADOPTED:
+		b->fd = memfd_of("sweep-adopted", PAGES);
+		if (b->fd < 0)
+			return false;
+		r = vrange_region_adopt(b->fd, 0, &b->r);
+		close(b->fd);
+		b->fd = -1;
+		if (!ok_result("vrange_region_adopt", r))
+			return false;
+		b->base = vrange_region_base(b->r);
+		break;
+	case K_ANON:
+		b->base = mmap(NULL, PAGES * pg, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (b->base == MAP_FAILED)
+			return false;
+		break;
+	case K_MALLOC:
+		if (posix_memalign(&b->alloc, pg, PAGES * pg))
+			return false;
+		b->base = b->alloc;
+		break;
+	case K_SHARED:
+	case K_FDLAYER:
+		b->fd = memfd_of(k == K_SHARED ? "sweep-shared" : "sweep-fd", PAGES);
+		if (b->fd < 0)
+			return false;
+		b->base = mmap(NULL, PAGES * pg, PROT_READ | PROT_WRITE, MAP_SHARED,
+			       b->fd, 0);
+		if (b->base == MAP_FAILED) {
+			close(b->fd);
+			return false;
+		}
+		if (k == K_SHARED) {
+			close(b->fd); /* the mapping is enough (contract 5) */
+			b->fd = -1;
+		}
+		break;
+	default:
+		return false;
+	}
+	for (size_t i = 0; i < PAGES; i++) {
+		b->want[i] = (unsigned char)(0x11 + 16 * k + i);
+		memset(b->base + i * pg, b->want[i], pg);
+	}
+	b->live = true;
+	return true;
+}
+
+static void buf_close(struct buf *b)
+{
+	if (!b->live)
+		return;
+	if (b->r) {
+		int r = vrange_region_destroy(b->r);
+
+		ok_result("vrange_region_destroy", r);
+	} else if (b->alloc) {
+		int purged = 0;
+
+		/* malloc'd memory goes back to the heap non-volatile. */
+		ok_result("vrange(NONVOLATILE) before free",
+			  vrange(b->base, PAGES * pg, VRANGE_NONVOLATILE, &purged));
+		free(b->alloc);
+	} else {
+		if (b->kind == K_FDLAYER) {
+			int r = vrange_fd_forget(b->fd);
+
+			if (r != -ENOENT)
+				ok_result("vrange_fd_forget", r);
+			close(b->fd);
+		}
+		munmap(b->base, PAGES * pg);
+	}
+	b->live = false;
+}
+
+static int mark(struct buf *b, size_t first, size_t n, int mode, int *purged)
+{
+	size_t off = first * pg, len = n * pg;
+	int r;
+
+	switch (b->kind) {
+	case K_REGION_ZERO: /* the address form */
+	case K_ANON:
+	case K_MALLOC:
+	case K_SHARED:
+		return vrange(b->base + off, len, mode, purged);
+	case K_FDLAYER:
+		if (mode == VRANGE_VOLATILE)
+			return vrange_fd_mark_volatile(b->fd, (off_t)off, (off_t)len);
+		r = vrange_fd_mark_nonvolatile(b->fd, (off_t)off, (off_t)len);
+		break;
+	default:
+		if (mode == VRANGE_VOLATILE)
+			return vrange_mark_volatile(b->r, off, len);
+		r = vrange_mark_nonvolatile(b->r, off, len);
+		break;
+	}
+	if (r >= 0)
+		*purged = r == VRANGE_PURGED;
+	return r < 0 ? r : 0;
+}
+
+static int is_volatile(struct buf *b, size_t first, size_t n)
+{
+	if (b->kind == K_FDLAYER)
+		return vrange_fd_is_volatile(b->fd, (off_t)(first * pg), (off_t)(n * pg));
+	if (b->r)
+		return vrange_is_volatile(b->r, first * pg, n * pg);
+	return 0;
+}
+
+/* The non-volatile half never changes, whatever happened. */
+static void check_stable(struct buf *b, const char *when)
+{
+	unsigned char seen;
+
+	for (size_t i = PAGES / 2; i < PAGES; i++) {
+		enum look l = look_at(b->base + i * pg, b->want[i], 0, &seen);
+
+		if (l != L_DATA)
+			fail("%s: non-volatile page %zu changed %s (look %d, byte %#x)",
+			     kind_name[b->kind], i, when, l, seen);
+	}
+}
+
+/* A volatile page after the purge, still volatile. */
+static void probe_volatile(struct buf *b, size_t i, bool purge_ok)
+{
+	unsigned char seen, alt = b->kind == K_REGION_REFILL ? refill_byte(i) : 0;
+	enum look l = look_at(b->base + i * pg, b->want[i], alt, &seen);
+	bool sigbus = sigbus_mode(b);
+
+	if (l == L_TORN || l == L_OTHER)
+		fail("%s: volatile page %zu reads torn or foreign bytes (%#x)",
+		     kind_name[b->kind], i, seen);
+	else if (l == L_ZERO && sigbus)
+		fail("%s: purged volatile page %zu reads zeros in SIGBUS mode",
+		     kind_name[b->kind], i);
+	else if (l == L_SIGBUS && b->r && !sigbus)
+		fail("%s: SIGBUS in ZERO mode, page %zu", kind_name[b->kind], i);
+	else if (l == L_SIGBUS && b->kind == K_REGION_REFILL && strict)
+		fail("refill region: SIGBUS although the refill succeeds, page %zu", i);
+	else if (strict && purge_ok && l == L_DATA && seen == b->want[i] &&
+		 (b->kind == K_REGION_SIGBUS || b->kind == K_REGION_REFILL))
+		fail("%s: volatile page %zu survived a full purge",
+		     kind_name[b->kind], i);
+	if (l == L_DATA && alt && seen == alt)
+		b->want[i] = alt; /* refilled: these are its bytes now */
+}
+
+/* Mark the volatile half non-volatile again (retrying an injected
+ * failure once) and check what it says against what the pages hold. */
+static void unmark_and_check(struct buf *b, bool purge_ok)
+{
+	int purged = -1, r;
+	unsigned char seen;
+
+	r = mark(b, 0, PAGES / 2, VRANGE_NONVOLATILE, &purged);
+	if (!ok_result("mark_nonvolatile", r)) /* the library must work again */
+		r = mark(b, 0, PAGES / 2, VRANGE_NONVOLATILE, &purged);
+	if (r < 0) {
+		fail("%s: mark_nonvolatile fails again after the fault: %s",
+		     kind_name[b->kind], strerror(-r));
+		return;
+	}
+	if (purged != 0 && purged != 1) {
+		fail("%s: *purged is %d", kind_name[b->kind], purged);
+		return;
+	}
+	/* Every volatile page had data and a full purge ran: all purged,
+	 * except refilled pages, which count as volatile again, and
+	 * anonymous memory at an address reused since an earlier cycle,
+	 * which a purge leaves alone until vrange() has seen it anew. */
+	if (strict && purge_ok && !purged && b->kind != K_REGION_REFILL &&
+	    b->kind != K_ANON && b->kind != K_MALLOC)
+		fail("%s: INTACT after a successful full purge", kind_name[b->kind]);
+	for (size_t i = 0; i < PAGES / 2; i++) {
+		enum look l = look_at(b->base + i * pg, b->want[i], 0, &seen);
+
+		if (l == L_SIGBUS)
+			fail("%s: page %zu raises SIGBUS after mark_nonvolatile said %s",
+			     kind_name[b->kind], i, purged ? "PURGED" : "INTACT");
+		else if (l == L_TORN || l == L_OTHER)
+			fail("%s: page %zu torn after mark_nonvolatile", kind_name[b->kind], i);
+		else if (l == L_ZERO && !purged)
+			fail("%s: page %zu lost its bytes after VRANGE_INTACT",
+			     kind_name[b->kind], i);
+		/* Non-volatile now: whatever it holds must stay. */
+		b->want[i] = l == L_ZERO ? 0 : b->want[i];
+		if (l == L_ZERO)
+			memset(b->base + i * pg, b->want[i] = (unsigned char)(0xC1 + i), pg);
+	}
+}
+
+/* ---- one cycle ----------------------------------------------------------- */
+
+static void fork_child_check(struct buf *bufs)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return;
+	if (pid == 0) {
+		int purged;
+
+		/* The child's copies are ordinary memory; never a signal. */
+		for (int k = 0; k < K_COUNT; k++) {
+			volatile unsigned char *p = bufs[k].base;
+
+			for (size_t i = 0; bufs[k].live && i < PAGES; i++)
+				(void)p[i * pg];
+		}
+		if (bufs[K_ANON].live) {
+			vrange(bufs[K_ANON].base, PAGES * pg, VRANGE_VOLATILE, NULL);
+			vrange(bufs[K_ANON].base, PAGES * pg, VRANGE_NONVOLATILE, &purged);
+		}
+		_exit(0);
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail("forked child died (status %#x)", st);
+}
+
+static void cycle(void)
+{
+	struct buf bufs[K_COUNT];
+	struct vrange_monitor_opts mo = { .struct_size = sizeof(mo),
+					  .flags = VRANGE_MONITOR_NO_PSI };
+	struct vrange_stats st;
+	bool purge_ok;
+	ssize_t freed;
+	int r;
+
+	for (int k = 0; k < K_COUNT; k++)
+		buf_open(&bufs[k], k);
+	r = vrange_monitor_start(&mo);
+	if (r != -EALREADY)
+		ok_result("vrange_monitor_start", r);
+	for (int k = 0; k < K_COUNT; k++) {
+		struct buf *b = &bufs[k];
+
+		if (!b->live)
+			continue;
+		if (b->r)
+			ok_result("vrange_region_set_priority",
+				  vrange_region_set_priority(b->r, k % 3));
+		r = mark(b, 0, PAGES / 2, VRANGE_VOLATILE, NULL);
+		if (!ok_result("mark_volatile", r)) {
+			r = mark(b, 0, PAGES / 2, VRANGE_VOLATILE, NULL);
+			if (r < 0)
+				fail("%s: mark_volatile fails again after the fault: %s",
+				     kind_name[k], strerror(-r));
+		}
+		r = is_volatile(b, 0, PAGES);
+		if (ok_result("is_volatile", r) && strict && b->r && r != 1)
+			fail("%s: is_volatile says %d", kind_name[k], r);
+	}
+	ok_result("vrange_set_budget", vrange_set_budget(PAGES * pg));
+	if (bufs[K_REGION_ZERO].live)
+		ok_result("vrange_region_purge", vrange_region_purge(bufs[K_REGION_ZERO].r));
+	freed = vrange_purge(SIZE_MAX);
+	purge_ok = ok_result("vrange_purge", freed);
+	ok_result("vrange_get_stats", vrange_get_stats(&st));
+	for (int k = 0; k < K_COUNT; k++) {
+		if (!bufs[k].live)
+			continue;
+		check_stable(&bufs[k], "after the purge");
+		probe_volatile(&bufs[k], 0, purge_ok);
+		probe_volatile(&bufs[k], 1, purge_ok);
+	}
+	for (int k = 0; k < K_COUNT; k++) {
+		if (!bufs[k].live)
+			continue;
+		unmark_and_check(&bufs[k], purge_ok);
+		check_stable(&bufs[k], "after mark_nonvolatile");
+	}
+	ok_result("vrange_set_budget(0)", vrange_set_budget(0));
+	fork_child_check(bufs);
+	ok_result("vrange_monitor_stop", vrange_monitor_stop());
+	for (int k = 0; k < K_COUNT; k++)
+		buf_close(&bufs[k]);
+}
+
+/* ---- what is left over ---------------------------------------------------- */
+
+struct leftovers {
+	long fds, memfd_maps, missing_regs;
+};
+
+static bool verbose; /* VRANGE_FAULT_ONE: say what is left over */
+
+static long count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char path[300], to[256];
+	long n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		ssize_t k;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		k = readlink(path, to, sizeof(to) - 1);
+		to[k > 0 ? k : 0] = '\0';
+		/* The library keeps a descriptor for every file whose shared
+		 * mapping vrange() has seen (its state outlives the mapping,
+		 * contract 5): that one is not a leak, and which cycle's file
+		 * it is depends on address reuse. */
+		if (!strstr(to, "/memfd:sweep-shared"))
+			n++;
+		if (verbose)
+			fprintf(stderr, "  fd %s -> %s\n", e->d_name, to);
+	}
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+static void measure(struct leftovers *l)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+
+	l->fds = count_fds();
+	l->memfd_maps = l->missing_regs = 0;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "/memfd:") && !strstr(line, "/memfd:sweep-shared"))
+			l->memfd_maps++;
+		if (!strncmp(line, "VmFlags:", 8) && strstr(line, " um"))
+			l->missing_regs++;
+	}
+	fclose(f);
+}
+
+/* ---- runs ---------------------------------------------------------------- */
+
+struct shared_out {
+	uint64_t counts[MAX_SITES];
+	struct leftovers left;
+	int fired;
+};
+
+static struct shared_out *out; /* MAP_SHARED: children report here */
+
+/* One child: optionally a fault in the first cycle, then a clean one. */
+static int child_run(int site, uint64_t nth, int err)
+{
+	vrange_fault_reset();
+	if (site >= 0)
+		vrange_fault_arm((unsigned)site, nth, err);
+	strict = site < 0;
+	in_fault_cycle = true;
+	cycle();
+	in_fault_cycle = false;
+	out->fired = vrange_fault_fired();
+	for (unsigned s = 0; s < vrange_fault_nsites() && s < MAX_SITES; s++)
+		out->counts[s] = vrange_fault_count(s);
+	vrange_fault_reset(); /* disarms */
+	strict = true;
+	cycle();
+	measure(&out->left);
+	return failures ? 1 : 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Fork a run and wait for it (with a timeout); 0 if it passed. */
+static int run(int site, uint64_t nth, int err, const char *label)
+{
+	double t0 = now();
+	pid_t pid = fork();
+	int st = 0;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		alarm(RUN_TIMEOUT_S + 5);
+		_exit(child_run(site, nth, err));
+	}
+	for (;;) {
+		pid_t w = waitpid(pid, &st, WNOHANG);
+
+		if (w == pid)
+			break;
+		if (now() - t0 > RUN_TIMEOUT_S) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			fprintf(stderr, "FAIL %s: hung (killed after %d s)\n", label,
+				RUN_TIMEOUT_S);
+			return 1;
+		}
+		usleep(2000);
+	}
+	if (WIFSIGNALED(st)) {
+		fprintf(stderr, "FAIL %s: killed by signal %d\n", label, WTERMSIG(st));
+		return 1;
+	}
+	if (WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "FAIL %s: exit %d (reasons above)\n", label,
+			WEXITSTATUS(st));
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- EINTR from real signals --------------------------------------------- */
+
+static volatile sig_atomic_t ticks;
+
+static void on_tick(int sig)
+{
+	(void)sig;
+	ticks++;
+}
+
+static int signal_storm(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		struct sigaction sa = { .sa_handler = on_tick }; /* no SA_RESTART */
+		struct itimerval it = { { 0, 200 }, { 0, 200 } };
+
+		sigaction(SIGALRM, &sa, NULL);
+		sigaction(SIGUSR1, &sa, NULL);
+		alarm(0);
+		setitimer(ITIMER_REAL, &it, NULL);
+		strict = true;
+		for (int i = 0; i < 5; i++)
+			cycle();
+		it = (struct itimerval){ { 0, 0 }, { 0, 0 } };
+		setitimer(ITIMER_REAL, &it, NULL);
+		fprintf(stderr, "signal storm: %ld signals during 5 cycles\n", (long)ticks);
+		_exit(failures ? 1 : 0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return 1;
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "FAIL signal storm: status %#x\n", st);
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- the sweep ------------------------------------------------------------ */
+
+struct pair {
+	unsigned site;
+	int err;
+	uint64_t calls; /* in the reference's faulted cycle */
+};
+
+/* The rank-th call number tried for a site with `calls` calls, or 0 when
+ * there is none: 1, 2, 3, 4, the last, then a spread. */
+static uint64_t pick_nth(uint64_t calls, unsigned rank, unsigned per_pair, bool full)
+{
+	if (full || calls <= per_pair)
+		return rank < calls ? rank + 1 : 0;
+	if (rank >= per_pair)
+		return 0;
+	if (rank < 4)
+		return rank + 1;
+	if (rank == 4)
+		return calls;
+	/* ranks 5..per_pair-1 spread over (4, calls) */
+	return 4 + (calls - 5) * (rank - 4) / (per_pair - 5) + 1;
+}
+
+int main(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_sigbus,
+				.sa_flags = SA_SIGINFO | SA_NODEFER };
+	const char *mode = getenv("VRANGE_FAULT_SWEEP");
+	const char *budget_env = getenv("VRANGE_FAULT_BUDGET");
+	bool full = mode && !strcmp(mode, "full");
+	double budget = budget_env ? atof(budget_env) : 90, t0 = now(), t_ref;
+	struct leftovers ref;
+	struct pair pairs[MAX_SITES * 4];
+	unsigned npairs = 0, per_pair, nsites = vrange_fault_nsites(), covered_sites = 0;
+	unsigned long runs = 0, failed = 0, not_reached = 0;
+	int status = 0;
+
+	setenv("VRANGE_MONITOR", "0", 1);
+	pg = (size_t)sysconf(_SC_PAGESIZE);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+	if (nsites > MAX_SITES)
+		nsites = MAX_SITES;
+	out = mmap(NULL, sizeof(*out), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (out == MAP_FAILED)
+		return 99;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (getenv("VRANGE_FAULT_ONE")) {
+		/* Reproduce one run: VRANGE_FAULT_ONE=site-name:N:errno */
+		char name[64];
+		unsigned long long nth;
+		int err, site = -1;
+
+		verbose = true;
+		if (sscanf(getenv("VRANGE_FAULT_ONE"), "%63[^:]:%llu:%d", name, &nth,
+			   &err) != 3)
+			return 2;
+		for (unsigned s = 0; s < nsites; s++)
+			if (!strcmp(vrange_fault_site_name(s), name))
+				site = (int)s;
+		if (run(-1, 0, 0, "reference") || site < 0)
+			return 2;
+		ref = out->left;
+		status = run(site, nth, err, "the run");
+		printf("fired %d; left %ld fds (reference %ld), %ld memfd maps (%ld), "
+		       "%ld MISSING (%ld)\n", out->fired, out->left.fds, ref.fds,
+		       out->left.memfd_maps, ref.memfd_maps, out->left.missing_regs,
+		       ref.missing_regs);
+		return status;
+	}
+
+	/* 1. The reference: must pass with faults off. */
+	if (run(-1, 0, 0, "reference (no fault)")) {
+		fprintf(stderr, "the clean scenario fails: nothing to sweep against\n");
+		return 1;
+	}
+	t_ref = now() - t0;
+	ref = out->left;
+	for (unsigned s = 0; s < nsites; s++) {
+		unsigned n;
+		const int *errs = vrange_fault_site_errnos(s, &n);
+
+		if (out->counts[s])
+			covered_sites += n > 0;
+		for (unsigned i = 0; i < n && out->counts[s]; i++)
+			pairs[npairs++] = (struct pair){ s, errs[i], out->counts[s] };
+		printf("site %-28s %6llu calls%s\n", vrange_fault_site_name(s),
+		       (unsigned long long)out->counts[s],
+		       n == 0 ? " (counted only)" : out->counts[s] ? "" : " (not reached)");
+	}
+	printf("reference: %.0f ms per run; left over: %ld fds, %ld memfd mappings, "
+	       "%ld MISSING registrations\n",
+	       t_ref * 1000, ref.fds, ref.memfd_maps, ref.missing_regs);
+
+	/* 2. One fault per run, spread so the budget covers every pair. */
+	per_pair = (unsigned)(budget / (t_ref + 0.005) / (npairs ? npairs : 1));
+	per_pair = per_pair < 6 ? 6 : per_pair > 64 ? 64 : per_pair;
+	for (unsigned rank = 0;; rank++) {
+		bool any = false;
+
+		for (unsigned p = 0; p < npairs; p++) {
+			uint64_t nth = pick_nth(pairs[p].calls, rank, per_pair, full);
+			char label[128];
+
+			if (!nth)
+				continue;
+			any = true;
+			if (!full && now() - t0 > budget)
+				goto done;
+			snprintf(label, sizeof(label), "%s call %llu %s",
+				 vrange_fault_site_name(pairs[p].site),
+				 (unsigned long long)nth, strerror(pairs[p].err));
+			memset(out, 0, sizeof(*out));
+			runs++;
+			if (run((int)pairs[p].site, nth, pairs[p].err, label)) {
+				failed++;
+				continue;
+			}
+			not_reached += !out->fired;
+			if (out->left.fds > ref.fds ||
+			    out->left.memfd_maps > ref.memfd_maps ||
+			    out->left.missing_regs > ref.missing_regs) {
+				fprintf(stderr, "FAIL %s: leak: %ld fds, %ld memfd mappings, "
+					"%ld MISSING registrations left (reference %ld/%ld/%ld)\n",
+					label, out->left.fds, out->left.memfd_maps,
+					out->left.missing_regs, ref.fds, ref.memfd_maps,
+					ref.missing_regs);
+				failed++;
+			}
+		}
+		if (!any)
+			break;
+	}
+done:
+	/* 3. Real signals. */
+	if (signal_storm()) {
+		failed++;
+	}
+	printf("fault sweep (%s): %u sites with errnos reached, %u (site, errno) pairs, "
+	       "%lu runs (%lu faults not reached), %lu failed, %.1f s\n",
+	       full ? "full" : "bounded", covered_sites, npairs, runs, not_reached,
+	       failed, now() - t0);
+	status = failed ? 1 : 0;
+	return status;
+}
