@@ -106,21 +106,50 @@ static int uffd_register(uintptr_t a, uintptr_t b, __u64 mode)
 	return ioctl(anon_uffd, UFFDIO_REGISTER, &reg) < 0 ? -errno : 0;
 }
 
-/* Is [a, b) still registered with us, i.e. the mapping that was marked? */
-static bool identity_holds(uintptr_t a, uintptr_t b)
+/* Is [a, b) still registered with us, i.e. the mapping that was marked?
+ * 1 yes, 0 no (-ENOENT: nothing of ours there), or -errno: cannot tell. */
+static int identity_check(uintptr_t a, uintptr_t b)
 {
 	struct uffdio_writeprotect wp = { .range = { a, b - a }, .mode = 0 };
 
-	return ioctl(anon_uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
+	if (ioctl(anon_uffd, UFFDIO_WRITEPROTECT, &wp) == 0)
+		return 1;
+	return errno == ENOENT || errno == EINVAL ? 0 : -errno;
 }
 
+static bool identity_holds(uintptr_t a, uintptr_t b)
+{
+	return identity_check(a, b) == 1;
+}
+
+/*
+ * Set after a system call failed while a purge re-registered anonymous
+ * memory.  armed: some purged range may have kept its MISSING registration
+ * (touches raise SIGBUS through it): unpoisoning drops it.  lost: some
+ * range may have lost the identity registration, so "no longer ours" can
+ * no longer prove that purged pages belong to a newcomer (apply_one).
+ */
+static _Atomic bool anon_armed, anon_identity_lost;
+
 static void anon_child_after_fork(void);
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void init_once(void)
 {
 	anon_file = vfile_new_anon();
 	anon_uffd = uffd_open();
 	pthread_atfork(NULL, NULL, anon_child_after_fork);
+}
+
+/* A failed allocation at the first call must not fail every later one. */
+static struct vfile *anon_file_retry(void)
+{
+	pthread_mutex_lock(&init_lock);
+	if (!anon_file)
+		anon_file = vfile_new_anon();
+	pthread_mutex_unlock(&init_lock);
+	return anon_file;
 }
 
 /* ---- the table of known mappings --------------------------------------- */
@@ -422,7 +451,7 @@ static int apply_one(const struct known *k, uintptr_t a, uintptr_t e, int mode,
 	 * no purge ever touches.  Its data is intact.  Where any piece is
 	 * still ours, purged pages may be there: PURGED.
 	 */
-	if (r == VRANGE_PURGED && !k->file && k->wp &&
+	if (r == VRANGE_PURGED && !k->file && k->wp && !anon_identity_lost &&
 	    !identity_holds(a, e) && !any_piece_ours(a, e))
 		r = VRANGE_INTACT;
 	*was_purged |= r == VRANGE_PURGED;
@@ -462,7 +491,7 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 		pthread_once(&once, init_once);
 		atomic_store_explicit(&anon_ready, true, memory_order_release);
 	}
-	if (!anon_file)
+	if (!anon_file && !anon_file_retry())
 		return -ENOMEM;
 	if (ob < oa)
 		return -ENOENT; /* wraps around the top of the address space */
@@ -492,23 +521,34 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 
 /* ---- purging ------------------------------------------------------------- */
 
-/* Discard the resident pages [a, b) of a mapping whose identity holds. */
-static void discard_resident(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus)
+/* Discard the resident pages [a, b) of a mapping whose identity holds.
+ * False if nothing was discarded (SIGBUS mode could not be armed). */
+static bool discard_resident(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus)
 {
+	const __u64 missing = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP;
 	struct uffdio_poison po = { .range = { a, b - a } };
+	struct uffdio_range ur = { a, b - a };
 
+	/* From the registration on a touch raises SIGBUS: without it the
+	 * pages would read zeros, so then they are not purged. */
+	if (sigbus && uffd_register(a, b, missing) < 0)
+		return false;
 	rt_mark_purged(&f->tree, a >> vr_page_shift, b >> vr_page_shift, NULL);
-	if (sigbus && uffd_register(a, b, UFFDIO_REGISTER_MODE_MISSING |
-					      UFFDIO_REGISTER_MODE_WP) == 0) {
-		/* From here a touch raises SIGBUS: never a silent zero page. */
-		madvise((void *)a, b - a, MADV_DONTNEED);
-		ioctl(anon_uffd, UFFDIO_POISON, &po);
-		struct uffdio_range ur = { a, b - a };
-		ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur);
-		uffd_register(a, b, UFFDIO_REGISTER_MODE_WP);
-		return;
-	}
 	madvise((void *)a, b - a, MADV_DONTNEED);
+	if (!sigbus)
+		return true;
+	/* Markers, then back to write-protect only so the mapping merges
+	 * again.  Where a step fails the MISSING registration stays and
+	 * raises SIGBUS instead of the markers; unpoisoning drops it. */
+	if (ioctl(anon_uffd, UFFDIO_POISON, &po) < 0 ||
+	    ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur) < 0) {
+		atomic_store(&anon_armed, true);
+	} else if (uffd_register(a, b, UFFDIO_REGISTER_MODE_WP) < 0) {
+		atomic_store(&anon_armed, true);
+		if (uffd_register(a, b, missing) < 0)
+			atomic_store(&anon_identity_lost, true);
+	}
+	return true;
 }
 
 /* Split [a, b) by residency: discard what holds data, re-queue the rest. */
@@ -527,10 +567,10 @@ static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus
 		while (j < n && (vec[j] & 1) == resident)
 			j++;
 		uintptr_t ra = a + (i << vr_page_shift), rb = a + (j << vr_page_shift);
-		if (resident) {
-			discard_resident(f, ra, rb, sigbus);
+		if (resident && discard_resident(f, ra, rb, sigbus)) {
 			*freed += rb - ra;
 		} else {
+			/* Held no data, or could not be purged: queued again. */
 			/* Held no data: nothing to free, nothing to signal. */
 			rt_mark_volatile(&f->tree, ra >> vr_page_shift,
 					 rb >> vr_page_shift, 0, vr_next_seq(), NULL);
@@ -578,17 +618,32 @@ void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *fre
 	}
 }
 
-void anymap_unpoison(uint64_t start, uint64_t end)
+int anymap_unpoison(uint64_t start, uint64_t end)
 {
 	uintptr_t a = (uintptr_t)start << vr_page_shift;
 	uintptr_t b = (uintptr_t)end << vr_page_shift;
+	struct uffdio_range ur = { a, b - a };
 	struct known k;
+	int r;
 
-	/* Only memory that is provably still ours: never zap a newcomer. */
-	if (anon_uffd < 0 || !known_get(a, &k) || !k.wp || b > k.end ||
-	    !identity_holds(a, b))
-		return;
-	madvise((void *)a, b - a, MADV_DONTNEED);
+	/* Only memory that is provably still ours: never zap a newcomer.
+	 * A check that could not be made fails the call (the pages stay
+	 * purged, the caller may ask again): markers left behind would
+	 * raise SIGBUS on memory the caller was told is its own again. */
+	if (anon_uffd < 0 || !known_get(a, &k) || !k.wp || b > k.end)
+		return 0;
+	r = identity_check(a, b);
+	if (r <= 0)
+		return r;
+	/* A purge's MISSING registration may have stayed (discard_resident). */
+	if (atomic_load(&anon_armed) &&
+	    (ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur) < 0 ||
+	     uffd_register(a, b, UFFDIO_REGISTER_MODE_WP) < 0)) {
+		r = -errno;
+		uffd_register(a, b, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
+		return r;
+	}
+	return madvise((void *)a, b - a, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
 /* ---- fork ---------------------------------------------------------------- */

@@ -27,7 +27,8 @@ void anymap_discard(struct vfile *f, uint64_t start, uint64_t end,
 		    uint64_t *freed) VR_HIDDEN;
 
 /* mark_nonvolatile found purged anonymous pages: fault fresh zero pages
- * there from now on.  Async-signal-safe. */
-void anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
+ * there from now on.  0 or -errno (then they may still raise SIGBUS: the
+ * caller keeps them purged).  Async-signal-safe. */
+int anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
 
 #endif
