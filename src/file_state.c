@@ -305,14 +305,18 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 
 	if (rr->state != RT_PURGED)
 		return 0;
-	if (c->f->anon) {
-		anymap_unpoison(rr->start, rr->end);
-		return 0;
-	}
+	if (c->f->anon)
+		return anymap_unpoison(rr->start, rr->end);
 	for (struct vmap *m = c->f->maps; m; m = m->next) {
+		int r;
+
 		if (!m->sigbus || off >= m->size)
 			continue;
-		uffd_after_nonvolatile(m, off, len < m->size - off ? len : m->size - off);
+		/* Pages that could still raise SIGBUS stay purged: the caller
+		 * gets the error and may ask again. */
+		r = uffd_after_nonvolatile(m, off, len < m->size - off ? len : m->size - off);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -416,6 +420,28 @@ static uint64_t allocated_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Undo uffd_before_discard on the SIGBUS mappings before stop. */
+static void disarm_until(struct vfile *f, struct vmap *stop, size_t off, size_t len)
+{
+	for (struct vmap *m = f->maps; m != stop; m = m->next)
+		if (m->sigbus && off < m->size)
+			uffd_cancel_discard(m, off, len < m->size - off ? len : m->size - off);
+}
+
+/* uffd_before_discard on every SIGBUS mapping, or on none: -EAGAIN. */
+static int arm_all(struct vfile *f, size_t off, size_t len)
+{
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		if (!m->sigbus || off >= m->size)
+			continue;
+		if (uffd_before_discard(m, off, len < m->size - off ? len : m->size - off) < 0) {
+			disarm_until(f, m, off, len);
+			return -EAGAIN;
+		}
+	}
+	return 0;
+}
+
 /*
  * Discard pages [start, end), which are volatile: the one place where data
  * goes away.  Caller holds the tree lock (see the comment at the top).
@@ -432,14 +458,18 @@ static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
 		anymap_discard(f, start, end, freed);
 		return 0;
 	}
+	/* Armed first: a SIGBUS mapping that cannot be armed would read
+	 * zeros, so then nothing is discarded (-EAGAIN). */
+	r = arm_all(f, off, len);
+	if (r < 0)
+		return r;
 	/* Recorded first: a page that goes unrecorded could later be
 	 * reported INTACT.  A tree that refuses (-EIO) loses nothing. */
 	r = rt_mark_purged(&f->tree, start, end, NULL);
-	if (r < 0)
+	if (r < 0) {
+		disarm_until(f, NULL, off, len);
 		return r;
-	for (struct vmap *m = f->maps; m; m = m->next)
-		if (m->sigbus && off < m->size)
-			uffd_before_discard(m, off, len < m->size - off ? len : m->size - off);
+	}
 	before = allocated_bytes(f->fd);
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len) < 0)
@@ -490,6 +520,11 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 		goto out;
 	}
 	r = vfile_discard(f, rr.start, rr.start + n, freed);
+	/* Could not be armed: not purged.  Queued again as the newest, so a
+	 * pass goes on with the next range (and stops before this one). */
+	if (r == -EAGAIN && rt_mark_volatile(&f->tree, rr.start, rr.start + n,
+					     rr.prio, vr_next_seq(), NULL) < 0)
+		r = -EIO;
 	if (r < 0)
 		goto out;
 	*pages += n;

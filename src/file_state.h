@@ -21,6 +21,7 @@
 #define VRANGE_FILE_STATE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -39,6 +40,7 @@ struct vmap {
 	char *base;          /* mapping of file offset 0 */
 	size_t size;         /* bytes mapped */
 	bool sigbus;         /* purged pages must raise SIGBUS here */
+	_Atomic bool armed;  /* a purge's registration may have stayed */
 	struct vrange_region *region;
 };
 
@@ -112,7 +114,9 @@ void vfile_del_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
  * max_pages of that range (bounded by the chunk size, so marking is never
  * blocked for long), adding the bytes freed (st_blocks) to *freed and the
  * pages discarded to *pages.  Returns 1 if it discarded something, 0 if
- * nothing volatile is left, -errno.
+ * nothing volatile is left, -EAGAIN if the range could not be purged now
+ * (a SIGBUS mapping could not be armed; it was queued again as the
+ * newest), other -errno.
  */
 int vfile_peek_oldest(struct vfile *f, struct rt_range *out) VR_HIDDEN;
 int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,

@@ -50,7 +50,9 @@ uint64_t purge_run(uint64_t bytes)
 		}
 		r = vfile_purge_oldest(f, want ? want : 1, &freed, &pages);
 		vfile_put(f);
-		if (r < 0)
+		/* -EAGAIN: that range could not be purged now and went to the
+		 * back of the order; the others still can. */
+		if (r < 0 && r != -EAGAIN)
 			break;
 	}
 	atomic_fetch_add(&n_purges, 1);

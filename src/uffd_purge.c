@@ -242,9 +242,10 @@ static int uffd_unregister(int fd, void *addr, size_t len)
 /*
  * Poison [addr, addr + len).  The kernel stops at the first page that is
  * already mapped or poisoned (-EEXIST): step over it and go on, so that
- * every hole of the range ends up poisoned.  Async-signal-safe.
+ * every hole of the range ends up poisoned.  0, or -errno if some hole may
+ * have stayed unpoisoned.  Async-signal-safe.
  */
-static void uffd_poison(int fd, char *addr, size_t len)
+static int uffd_poison(int fd, char *addr, size_t len)
 {
 	char *end = addr + len;
 
@@ -254,15 +255,16 @@ static void uffd_poison(int fd, char *addr, size_t len)
 		};
 
 		if (ioctl(fd, UFFDIO_POISON, &p) == 0)
-			return;
+			return 0;
 		if (errno == EAGAIN && p.updated > 0) {
 			addr += p.updated;
 			continue;
 		}
 		if (errno != EEXIST)
-			return;
+			return -errno;
 		addr += (p.updated > 0 ? (size_t)p.updated : 0) + vr_page_size;
 	}
+	return 0;
 }
 
 static void uffd_wake(int fd, void *addr, size_t len)
@@ -396,6 +398,14 @@ static int probe_locked(void)
 	return 0;
 }
 
+/* Not the kernel's verdict on userfaultfd (out of descriptors or memory,
+ * interrupted, busy...): worth asking again. */
+static bool transient(int r)
+{
+	return r != -EPERM && r != -EACCES && r != -ENOSYS && r != -EINVAL &&
+	       r != -EOPNOTSUPP && r != -ENOTTY;
+}
+
 static bool ensure_probed(void)
 {
 	int st = atomic_load(&probe_state);
@@ -406,8 +416,13 @@ static bool ensure_probed(void)
 	pthread_mutex_lock(&probe_lock);
 	st = atomic_load(&probe_state);
 	if (st == PROBE_UNKNOWN) {
-		st = probe_locked() == 0 ? PROBE_OK : PROBE_FAILED;
-		atomic_store(&probe_state, st);
+		int r = probe_locked();
+
+		st = r == 0 ? PROBE_OK : PROBE_FAILED;
+		/* A transient failure: unusable for now, asked again next
+		 * time (one EMFILE must not cost SIGBUS mode for good). */
+		if (r == 0 || !transient(r))
+			atomic_store(&probe_state, st);
 	}
 	pthread_mutex_unlock(&probe_lock);
 	return st == PROBE_OK;
@@ -636,23 +651,27 @@ out:
 	release(u);
 }
 
+/* The fault thread's page buffer: made before the thread starts (a thread
+ * that could not get one would leave touches blocked), kept for good. */
+static void *fault_buf; /* probe_lock */
+
 static void *fault_main(void *arg)
 {
 	struct uffd_msg msgs[UFFD_MSGS];
 	int fd = (int)(intptr_t)arg;
-	void *buf;
+	void *buf = fault_buf;
 
-	buf = mmap(NULL, vr_page_size, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		return NULL;
 	for (;;) {
 		ssize_t n = read(fd, msgs, sizeof(msgs));
 
 		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			break; /* closed (fork child) or broken */
+			if (errno == EBADF)
+				break; /* closed: nothing will fault here any more */
+			/* Anything else may pass (a touch is waiting on us):
+			 * never leave the faults unserved; try again shortly. */
+			if (errno != EINTR && errno != EAGAIN)
+				poll(NULL, 0, 1);
+			continue;
 		}
 		for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++) {
 			uintptr_t a;
@@ -663,7 +682,10 @@ static void *fault_main(void *arg)
 			serve_fault((char *)(a & ~(uintptr_t)(vr_page_size - 1)), buf);
 		}
 	}
-	munmap(buf, vr_page_size);
+	pthread_mutex_lock(&probe_lock);
+	if (refill_fd == fd)
+		thread_running = false;
+	pthread_mutex_unlock(&probe_lock);
 	return NULL;
 }
 
@@ -690,6 +712,16 @@ static int ensure_refill_thread(void)
 			goto out;
 		}
 		refill_fd = fd;
+	}
+	if (!fault_buf) {
+		void *b = mmap(NULL, vr_page_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (b == MAP_FAILED) {
+			r = -errno;
+			goto out;
+		}
+		fault_buf = b;
 	}
 	/* Application signals go to application threads, never here. */
 	sigfillset(&all);
@@ -732,28 +764,46 @@ int uffd_before_discard(struct vmap *m, size_t off, size_t len)
 	return r;
 }
 
+void uffd_cancel_discard(struct vmap *m, size_t off, size_t len)
+{
+	if (!refill_state(m) && sigbus_fd >= 0)
+		uffd_unregister(sigbus_fd, m->base + off, len);
+}
+
 void uffd_after_discard(struct vmap *m, size_t off, size_t len)
 {
 	if (refill_state(m) || sigbus_fd < 0)
 		return; /* refill: the registration stays, the thread serves */
-	uffd_poison(sigbus_fd, m->base + off, len);
-	/* Lets the VMAs merge back: nothing of the purge stays registered. */
-	uffd_unregister(sigbus_fd, m->base + off, len);
+	/*
+	 * Without the markers the registration is what raises SIGBUS: keep
+	 * it.  Either way, a registration that outlives the purge (also when
+	 * unregistering fails) is dropped by uffd_after_nonvolatile before
+	 * the pages are handed back.
+	 */
+	if (uffd_poison(sigbus_fd, m->base + off, len) < 0 ||
+	    uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->armed, true);
 }
 
-void uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
+int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
 {
 	struct uffd_region *u = refill_state(m);
+	int r;
 
 	/* Async-signal-safe: system calls and the preallocated intervals. */
 	if (u && !u->whole && refill_fd >= 0) {
 		if (iv_del(u, off, off + len) < 0)
 			go_whole(u);
-		else
-			uffd_unregister(refill_fd, m->base + off, len);
+		else if ((r = uffd_unregister(refill_fd, m->base + off, len)) < 0)
+			return r; /* still registered: touches would wait */
 	}
+	/* A purge whose registration stayed (see uffd_after_discard): a
+	 * touch would raise SIGBUS on the fresh page.  Drop it first. */
+	if (!u && sigbus_fd >= 0 && atomic_load(&m->armed) &&
+	    (r = uffd_unregister(sigbus_fd, m->base + off, len)) < 0)
+		return r;
 	/* Clears poison markers; the next touch maps a fresh zero page. */
-	madvise(m->base + off, len, MADV_DONTNEED);
+	return madvise(m->base + off, len, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
 /* ---- refill on and off --------------------------------------------------- */

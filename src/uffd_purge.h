@@ -28,8 +28,11 @@ bool uffd_available(void) VR_HIDDEN;
 const char *uffd_fallback_reason(void) VR_HIDDEN;
 
 int uffd_before_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+/* uffd_before_discard succeeded but the purge does not go ahead. */
+void uffd_cancel_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 void uffd_after_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
-void uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+/* 0, or -errno: the pages may still raise SIGBUS, keep them purged. */
+int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 
 /* A region gets (fn != NULL) or loses a refill callback. 0 or -errno. */
 int uffd_region_refill(struct vrange_region *r) VR_HIDDEN;
