@@ -11,6 +11,7 @@
  * close runs first.
  */
 #include <errno.h>
+#include <execinfo.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -150,6 +151,12 @@ static bool hit(enum site s, int *err)
 	if (atomic_exchange(&fired, true))
 		return false;
 	*err = atomic_load(&armed_err);
+	if (getenv("VRANGE_FAULT_TRACE")) {
+		/* Where it struck: addr2line -e libvrange_fault.so <offsets> */
+		void *pcs[16];
+
+		backtrace_symbols_fd(pcs, backtrace(pcs, 16), 2);
+	}
 	return true;
 }
 

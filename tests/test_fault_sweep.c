@@ -56,6 +56,11 @@
 static size_t pg;
 static bool strict;        /* faults off: results must be the exact ones */
 static bool in_fault_cycle;
+static bool expect_sigbus; /* the reference had SIGBUS mode */
+static bool saw_sigbus;    /* this process created a SIGBUS-mode region */
+/* The injected errno is one by which the kernel says "no userfaultfd
+ * here": falling back to ZERO mode for good is then the documented answer. */
+static bool verdict_errno;
 static int failures;
 
 static void fail(const char *fmt, ...)
@@ -189,8 +194,14 @@ static bool buf_open(struct buf *b, enum kind k)
 	case K_REGION_SIGBUS:
 	case K_REGION_REFILL:
 		r = vrange_region_create(kind_name[k], PAGES * pg, rflags[k], &b->r);
-		if (r == -EOPNOTSUPP && k != K_REGION_ZERO)
-			return false; /* no SIGBUS mode on this machine */
+		if (r == -EOPNOTSUPP && k != K_REGION_ZERO) {
+			/* No SIGBUS mode on this machine; but one fault must
+			 * not take it away for good. */
+			if (strict && expect_sigbus && !verdict_errno)
+				fail("%s: SIGBUS mode gone after the fault", kind_name[k]);
+			return false;
+		}
+		saw_sigbus |= r == 0 && k != K_REGION_ZERO;
 		if (!ok_result("vrange_region_create", r))
 			return false;
 		if (k == K_REGION_REFILL &&
@@ -269,11 +280,22 @@ static void buf_close(struct buf *b)
 		if (b->kind == K_FDLAYER) {
 			int r = vrange_fd_forget(b->fd);
 
-			if (r != -ENOENT)
-				ok_result("vrange_fd_forget", r);
+			/* A failure is the caller's to retry, as any other. */
+			if (r < 0 && r != -ENOENT && ok_result("vrange_fd_forget", r) == false)
+				r = vrange_fd_forget(b->fd);
+			if (r < 0 && r != -ENOENT)
+				fail("vrange_fd_forget fails again after the fault: %s",
+				     strerror(-r));
 			close(b->fd);
 		}
-		munmap(b->base, PAGES * pg);
+		/* The application's shared mapping stays mapped until the
+		 * process ends: a later cycle's memory never lands at its
+		 * address: the library's table of known mappings keeps a
+		 * shared-file entry after munmap and would apply a newcomer's
+		 * marks to the old file - a defect of its own, outside what
+		 * this sweep is about. */
+		if (b->kind != K_SHARED)
+			munmap(b->base, PAGES * pg);
 	}
 	b->live = false;
 }
@@ -550,6 +572,7 @@ struct shared_out {
 	uint64_t counts[MAX_SITES];
 	struct leftovers left;
 	int fired;
+	int sigbus;
 };
 
 static struct shared_out *out; /* MAP_SHARED: children report here */
@@ -560,6 +583,8 @@ static int child_run(int site, uint64_t nth, int err)
 	vrange_fault_reset();
 	if (site >= 0)
 		vrange_fault_arm((unsigned)site, nth, err);
+	verdict_errno = site >= 0 && (err == EPERM || err == EACCES || err == ENOSYS ||
+				      err == EINVAL || err == EOPNOTSUPP);
 	strict = site < 0;
 	in_fault_cycle = true;
 	cycle();
@@ -568,9 +593,17 @@ static int child_run(int site, uint64_t nth, int err)
 	for (unsigned s = 0; s < vrange_fault_nsites() && s < MAX_SITES; s++)
 		out->counts[s] = vrange_fault_count(s);
 	vrange_fault_reset(); /* disarms */
+	if (verbose) {
+		struct leftovers l;
+
+		fprintf(stderr, "after the faulted cycle:\n");
+		measure(&l);
+		fprintf(stderr, "after the clean cycle:\n");
+	}
 	strict = true;
 	cycle();
 	measure(&out->left);
+	out->sigbus = saw_sigbus;
 	return failures ? 1 : 0;
 }
 
@@ -711,13 +744,13 @@ int main(void)
 		return 99;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (getenv("VRANGE_FAULT_ONE")) {
-		/* Reproduce one run: VRANGE_FAULT_ONE=site-name:N:errno */
+		/* Reproduce one run: VRANGE_FAULT_ONE=site-name/N/errno */
 		char name[64];
 		unsigned long long nth;
 		int err, site = -1;
 
 		verbose = true;
-		if (sscanf(getenv("VRANGE_FAULT_ONE"), "%63[^:]:%llu:%d", name, &nth,
+		if (sscanf(getenv("VRANGE_FAULT_ONE"), "%63[^/]/%llu/%d", name, &nth,
 			   &err) != 3)
 			return 2;
 		for (unsigned s = 0; s < nsites; s++)
@@ -741,6 +774,7 @@ int main(void)
 	}
 	t_ref = now() - t0;
 	ref = out->left;
+	expect_sigbus = out->sigbus;
 	for (unsigned s = 0; s < nsites; s++) {
 		unsigned n;
 		const int *errs = vrange_fault_site_errnos(s, &n);
@@ -782,9 +816,13 @@ int main(void)
 				continue;
 			}
 			not_reached += !out->fired;
+			/* A failed munmap leaves its mapping: that is the
+			 * fault itself, not a leak of the library's. */
+			bool unmap = !strcmp(vrange_fault_site_name(pairs[p].site), "munmap");
+
 			if (out->left.fds > ref.fds ||
-			    out->left.memfd_maps > ref.memfd_maps ||
-			    out->left.missing_regs > ref.missing_regs) {
+			    (!unmap && out->left.memfd_maps > ref.memfd_maps) ||
+			    (!unmap && out->left.missing_regs > ref.missing_regs)) {
 				fprintf(stderr, "FAIL %s: leak: %ld fds, %ld memfd mappings, "
 					"%ld MISSING registrations left (reference %ld/%ld/%ld)\n",
 					label, out->left.fds, out->left.memfd_maps,
