@@ -25,7 +25,7 @@
  * 3. EINTR from real signals: cycles under a fast interval timer whose
  *    handler is installed without SA_RESTART.
  *
- * Bounded by default (VRANGE_FAULT_BUDGET seconds, default 90: every site
+ * Bounded by default (VRANGE_FAULT_BUDGET seconds, default 60: every site
  * and errno, the first calls of each site and a spread of the later ones);
  * VRANGE_FAULT_SWEEP=full tries every N of every site.
  */
@@ -714,8 +714,14 @@ static uint64_t pick_nth(uint64_t calls, unsigned rank, unsigned per_pair, bool 
 		return rank + 1;
 	if (rank == 4)
 		return calls;
-	/* ranks 5..per_pair-1 spread over (4, calls) */
-	return 4 + (calls - 5) * (rank - 4) / (per_pair - 5) + 1;
+	/* Then (4, calls) in van der Corput order: every prefix of the ranks
+	 * is spread over the whole range, so a budget that runs out cuts
+	 * the sampling evenly, not the late calls. */
+	double frac = 0, half = 0.5;
+
+	for (unsigned j = rank - 4; j; j >>= 1, half /= 2)
+		frac += (j & 1) * half;
+	return 5 + (uint64_t)(frac * (double)(calls - 5));
 }
 
 int main(void)
@@ -725,7 +731,7 @@ int main(void)
 	const char *mode = getenv("VRANGE_FAULT_SWEEP");
 	const char *budget_env = getenv("VRANGE_FAULT_BUDGET");
 	bool full = mode && !strcmp(mode, "full");
-	double budget = budget_env ? atof(budget_env) : 90, t0 = now(), t_ref;
+	double budget = budget_env ? atof(budget_env) : 60, t0 = now(), t_ref;
 	struct leftovers ref;
 	struct pair pairs[MAX_SITES * 4];
 	unsigned npairs = 0, per_pair, nsites = vrange_fault_nsites(), covered_sites = 0;
@@ -792,8 +798,7 @@ int main(void)
 	       t_ref * 1000, ref.fds, ref.memfd_maps, ref.missing_regs);
 
 	/* 2. One fault per run, spread so the budget covers every pair. */
-	per_pair = (unsigned)(budget / (t_ref + 0.005) / (npairs ? npairs : 1));
-	per_pair = per_pair < 6 ? 6 : per_pair > 64 ? 64 : per_pair;
+	per_pair = 64; /* at most; the budget decides how many ranks run */
 	for (unsigned rank = 0;; rank++) {
 		bool any = false;
 
