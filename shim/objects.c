@@ -109,7 +109,12 @@ static bool unref_locked(struct ash_obj *o)
  */
 static void layer_release(struct ash_obj *o)
 {
-	vrange_fd_forget(o->pfd);
+	/* State left behind would outlive the area: a failure gets one
+	 * more try (-ENOENT: there was none). */
+	int r = vrange_fd_forget(o->pfd);
+
+	if (r < 0 && r != -ENOENT)
+		vrange_fd_forget(o->pfd);
 }
 
 static void obj_release(struct ash_obj *o)
@@ -641,8 +646,12 @@ int ash_fix_size(struct ash_obj *o, uint64_t *size)
 		atomic_store_explicit(&o->mapped, true, memory_order_release);
 		*size = m.size;
 	}
-	if (ash_meta_unlock(o, &m, write) < 0 && r == 0)
+	if (ash_meta_unlock(o, &m, write) < 0 && r == 0) {
 		r = -EIO;
+		/* Not recorded as mapped: the next mmap formats afresh. */
+		if (write)
+			vshared_unformat(o->pfd);
+	}
 	return r;
 }
 
