@@ -10,6 +10,7 @@
  * except close, which on Linux always releases the descriptor, so the real
  * close runs first.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <poll.h>
@@ -70,6 +71,8 @@
 	X(POLL, "poll", EINTR, ENOMEM)                                         \
 	X(FSTAT, "fstat", ENOMEM, EIO)                                         \
 	X(FSTATFS, "fstatfs", ENOMEM, EIO)                                     \
+	X(PIPE2, "pipe2", EMFILE, ENFILE)                                      \
+	X(OPENDIR, "opendir", EMFILE, ENOMEM)                                  \
 	X(FGETXATTR, "fgetxattr", EIO, ENOMEM)                                 \
 	X(FSETXATTR, "fsetxattr", ENOSPC, EPERM)                               \
 	X(FDOPEN, "fdopen", ENOMEM)                                            \
@@ -322,12 +325,15 @@ long __wrap_syscall(long nr, ...)
 	enum site s = nr == SYS_userfaultfd ? S_SYS_USERFAULTFD :
 		      nr == SYS_futex	    ? S_SYS_FUTEX :
 						      S_SYS_OTHER;
-	long a[6];
+	/* Only what the caller passed: the first five come from the register
+	 * save area whatever the count, a sixth from the caller's stack. */
+	int nargs = nr == SYS_futex ? 6 : 5;
+	long a[6] = { 0 };
 	va_list ap;
 	int e;
 
 	va_start(ap, nr);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < nargs; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
 	if (hit(s, &e)) {
@@ -525,6 +531,35 @@ char *__wrap_fgets(char *s, int n, FILE *f)
 		return NULL;
 	}
 	return __real_fgets(s, n, f);
+}
+
+int __real_fstatfs(int fd, struct statfs *st);
+int __real_pipe2(int fds[2], int flags);
+DIR *__real_opendir(const char *path);
+WRAP_HIDDEN int __wrap_fstatfs(int fd, struct statfs *st);
+WRAP_HIDDEN int __wrap_pipe2(int fds[2], int flags);
+WRAP_HIDDEN DIR *__wrap_opendir(const char *path);
+
+/* The shim's own calls (its sources build without _FILE_OFFSET_BITS). */
+int __wrap_fstatfs(int fd, struct statfs *st)
+{
+	FAIL_OR(S_FSTATFS, __real_fstatfs(fd, st));
+}
+
+int __wrap_pipe2(int fds[2], int flags)
+{
+	FAIL_OR(S_PIPE2, __real_pipe2(fds, flags));
+}
+
+DIR *__wrap_opendir(const char *path)
+{
+	int e;
+
+	if (hit(S_OPENDIR, &e)) {
+		errno = e;
+		return NULL;
+	}
+	return __real_opendir(path);
 }
 
 int __wrap_nanosleep(const struct timespec *t, struct timespec *rem)

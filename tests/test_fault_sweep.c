@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -510,6 +511,122 @@ static void cycle(void)
 		buf_close(&bufs[k]);
 }
 
+/* ---- the shim's cycle ------------------------------------------------------ */
+
+/*
+ * Shim mode (argument "shim", libvrange-ashmem-fault.so preloaded): the
+ * same sweep over an ashmem area's life.  The preloaded shim's
+ * vrange_fault_* come first in the lookup order, so they steer its copy of
+ * the library and its own calls.
+ */
+static bool shim_mode;
+
+struct ashmem_pin {
+	uint32_t offset, len;
+};
+#define ASHMEM_SET_NAME _IOW(0x77, 1, char[256])
+#define ASHMEM_SET_SIZE _IOW(0x77, 3, size_t)
+#define ASHMEM_PIN _IOW(0x77, 7, struct ashmem_pin)
+#define ASHMEM_UNPIN _IOW(0x77, 8, struct ashmem_pin)
+#define ASHMEM_GET_PIN_STATUS _IO(0x77, 9)
+#define ASHMEM_PURGE_ALL_CACHES _IO(0x77, 10)
+
+/* An ioctl's answer (-1 and errno) as the library's convention. */
+static long io(long r)
+{
+	return r < 0 ? -errno : r;
+}
+
+static long ioctl_retry(const char *what, int fd, unsigned long req, void *arg)
+{
+	long r = io(ioctl(fd, req, arg));
+
+	if (!ok_result(what, r))
+		r = io(ioctl(fd, req, arg));
+	if (r < 0)
+		fail("%s fails again after the fault: %s", what, strerror((int)-r));
+	return r;
+}
+
+static void shim_check(const unsigned char *p, const unsigned char *want, size_t first,
+		       size_t n, bool zero_ok, const char *when)
+{
+	unsigned char seen;
+
+	for (size_t i = first; i < first + n; i++) {
+		enum look l = look_at(p + i * pg, want[i], 0, &seen);
+
+		if (l != L_DATA && !(l == L_ZERO && zero_ok))
+			fail("ashmem page %zu %s: look %d, byte %#x", i, when, l, seen);
+	}
+}
+
+static void cycle_shim(void)
+{
+	struct ashmem_pin lo = { 0, (uint32_t)(PAGES / 2 * pg) };
+	unsigned char want[PAGES], *p;
+	char name[256] = "sweep";
+	long purged, r;
+	int fd, st;
+	pid_t pid;
+
+	fd = open("/dev/ashmem", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		ok_result("open(/dev/ashmem)", -errno);
+		return;
+	}
+	ok_result("ASHMEM_SET_NAME", io(ioctl(fd, ASHMEM_SET_NAME, name)));
+	if (ioctl_retry("ASHMEM_SET_SIZE", fd, ASHMEM_SET_SIZE,
+			(void *)(uintptr_t)(PAGES * pg)) < 0)
+		goto out;
+	p = mmap(NULL, PAGES * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		ok_result("mmap of an ashmem fd", -errno);
+		goto out;
+	}
+	for (size_t i = 0; i < PAGES; i++)
+		memset(p + i * pg, want[i] = (unsigned char)(0x31 + i), pg);
+	if (ioctl_retry("ASHMEM_UNPIN", fd, ASHMEM_UNPIN, &lo) < 0)
+		goto unmap;
+	r = io(ioctl(fd, ASHMEM_GET_PIN_STATUS, &lo));
+	if (ok_result("ASHMEM_GET_PIN_STATUS", r) && strict && r != 0)
+		fail("GET_PIN_STATUS says %ld for an unpinned range", r);
+	purged = io(ioctl(fd, ASHMEM_PURGE_ALL_CACHES));
+	if (purged != -EPERM)
+		ok_result("ASHMEM_PURGE_ALL_CACHES", purged);
+	shim_check(p, want, PAGES / 2, PAGES / 2, false, "pinned, after a purge");
+	shim_check(p, want, 0, PAGES / 2, true, "unpinned, after a purge");
+	r = ioctl_retry("ASHMEM_PIN", fd, ASHMEM_PIN, &lo);
+	if (r < 0)
+		goto unmap;
+	if (strict && purged > 0 && r != 1)
+		fail("ASHMEM_PIN says NOT_PURGED after a successful purge");
+	/* NOT_PURGED: every byte as it was. */
+	shim_check(p, want, 0, PAGES / 2, r == 1, "after PIN");
+	shim_check(p, want, PAGES / 2, PAGES / 2, false, "pinned all along");
+	r = dup(fd);
+	if (r >= 0)
+		close((int)r);
+	pid = fork();
+	if (pid == 0) {
+		volatile unsigned char *q = p;
+
+		for (size_t i = 0; i < PAGES; i++)
+			(void)q[i * pg];
+		_exit(0);
+	}
+	if (pid > 0) {
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			fail("forked child died (status %#x)", st);
+	}
+unmap:
+	munmap(p, PAGES * pg);
+out:
+	close(fd);
+}
+
 /* ---- what is left over ---------------------------------------------------- */
 
 struct leftovers {
@@ -587,7 +704,7 @@ static int child_run(int site, uint64_t nth, int err)
 				      err == EINVAL || err == EOPNOTSUPP);
 	strict = site < 0;
 	in_fault_cycle = true;
-	cycle();
+	shim_mode ? cycle_shim() : cycle();
 	in_fault_cycle = false;
 	out->fired = vrange_fault_fired();
 	for (unsigned s = 0; s < vrange_fault_nsites() && s < MAX_SITES; s++)
@@ -601,7 +718,7 @@ static int child_run(int site, uint64_t nth, int err)
 		fprintf(stderr, "after the clean cycle:\n");
 	}
 	strict = true;
-	cycle();
+	shim_mode ? cycle_shim() : cycle();
 	measure(&out->left);
 	out->sigbus = saw_sigbus;
 	return failures ? 1 : 0;
@@ -679,7 +796,7 @@ static int signal_storm(void)
 		setitimer(ITIMER_REAL, &it, NULL);
 		strict = true;
 		for (int i = 0; i < 5; i++)
-			cycle();
+			shim_mode ? cycle_shim() : cycle();
 		it = (struct itimerval){ { 0, 0 }, { 0, 0 } };
 		setitimer(ITIMER_REAL, &it, NULL);
 		fprintf(stderr, "signal storm: %ld signals during 5 cycles\n", (long)ticks);
@@ -724,7 +841,7 @@ static uint64_t pick_nth(uint64_t calls, unsigned rank, unsigned per_pair, bool 
 	return 5 + (uint64_t)(frac * (double)(calls - 5));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigbus,
 				.sa_flags = SA_SIGINFO | SA_NODEFER };
@@ -739,6 +856,7 @@ int main(void)
 	int status = 0;
 
 	setenv("VRANGE_MONITOR", "0", 1);
+	shim_mode = argc > 1 && !strcmp(argv[1], "shim");
 	pg = (size_t)sysconf(_SC_PAGESIZE);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGBUS, &sa, NULL);
@@ -844,10 +962,10 @@ done:
 	if (signal_storm()) {
 		failed++;
 	}
-	printf("fault sweep (%s): %u sites with errnos reached, %u (site, errno) pairs, "
-	       "%lu runs (%lu faults not reached), %lu failed, %.1f s\n",
-	       full ? "full" : "bounded", covered_sites, npairs, runs, not_reached,
-	       failed, now() - t0);
+	printf("fault sweep%s (%s): %u sites with errnos reached, %u (site, errno) "
+	       "pairs, %lu runs (%lu faults not reached), %lu failed, %.1f s\n",
+	       shim_mode ? " of the ashmem shim" : "", full ? "full" : "bounded",
+	       covered_sites, npairs, runs, not_reached, failed, now() - t0);
 	status = failed ? 1 : 0;
 	return status;
 }
