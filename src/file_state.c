@@ -522,9 +522,12 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 	r = vfile_discard(f, rr.start, rr.start + n, freed);
 	/* Could not be armed: not purged.  Queued again as the newest, so a
 	 * pass goes on with the next range (and stops before this one). */
-	if (r == -EAGAIN && rt_mark_volatile(&f->tree, rr.start, rr.start + n,
-					     rr.prio, vr_next_seq(), NULL) < 0)
-		r = -EIO;
+	if (r == -EAGAIN) {
+		int q = rt_mark_volatile(&f->tree, rr.start, rr.start + n, rr.prio,
+					 vr_next_seq(), NULL);
+
+		r = q < 0 ? q : r;
+	}
 	if (r < 0)
 		goto out;
 	*pages += n;
