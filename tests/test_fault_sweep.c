@@ -23,7 +23,8 @@
  *    memfd mappings or MISSING registrations may be left than in the
  *    reference.  A child that crashes or hangs (timeout) is a failure.
  * 3. EINTR from real signals: cycles under a fast interval timer whose
- *    handler is installed without SA_RESTART.
+ *    handler is installed without SA_RESTART, while another thread keeps
+ *    the locks contended.
  *
  * Bounded by default (VRANGE_FAULT_BUDGET seconds, default 60: every site
  * and errno, the first calls of each site and a spread of the later ones);
@@ -32,9 +33,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +56,7 @@
 #define PAGES 8            /* per buffer; the first half is made volatile */
 #define MAX_SITES 64
 #define RUN_TIMEOUT_S 20
+#define STORM_CYCLES 20
 
 static size_t pg;
 static bool strict;        /* faults off: results must be the exact ones */
@@ -774,11 +778,29 @@ static int run(int site, uint64_t nth, int err, const char *label)
 /* ---- EINTR from real signals --------------------------------------------- */
 
 static volatile sig_atomic_t ticks;
+static _Atomic bool storm_over;
 
 static void on_tick(int sig)
 {
 	(void)sig;
 	ticks++;
+}
+
+/* Marks a region of its own over and over while the cycles run, so locks
+ * are contended and waits happen while the signals arrive. */
+static void *contender(void *arg)
+{
+	vrange_region *r = arg;
+	int bad = 0;
+
+	while (!storm_over) {
+		int v = vrange_mark_volatile(r, 0, PAGES * pg);
+		int n = vrange_mark_nonvolatile(r, 0, PAGES * pg);
+
+		bad += v < 0 || n < 0;
+		vrange_purge(pg);
+	}
+	return (void *)(intptr_t)bad;
 }
 
 static int signal_storm(void)
@@ -790,16 +812,29 @@ static int signal_storm(void)
 		struct sigaction sa = { .sa_handler = on_tick }; /* no SA_RESTART */
 		struct itimerval it = { { 0, 200 }, { 0, 200 } };
 
+		vrange_region *r = NULL;
+		pthread_t t;
+		void *bad = NULL;
+		bool threaded;
+
 		sigaction(SIGALRM, &sa, NULL);
 		sigaction(SIGUSR1, &sa, NULL);
 		alarm(0);
 		setitimer(ITIMER_REAL, &it, NULL);
 		strict = true;
-		for (int i = 0; i < 5; i++)
+		threaded = !shim_mode &&
+			   vrange_region_create("contender", PAGES * pg, 0, &r) == 0 &&
+			   pthread_create(&t, NULL, contender, r) == 0;
+		for (int i = 0; i < STORM_CYCLES; i++)
 			shim_mode ? cycle_shim() : cycle();
+		storm_over = true;
+		if (threaded && (pthread_join(t, &bad) || bad))
+			fail("contending thread: %ld calls failed", (long)(intptr_t)bad);
+		vrange_region_destroy(r);
 		it = (struct itimerval){ { 0, 0 }, { 0, 0 } };
 		setitimer(ITIMER_REAL, &it, NULL);
-		fprintf(stderr, "signal storm: %ld signals during 5 cycles\n", (long)ticks);
+		fprintf(stderr, "signal storm: %ld signals during %d cycles\n", (long)ticks,
+			STORM_CYCLES);
 		_exit(failures ? 1 : 0);
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) < 0)
