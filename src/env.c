@@ -22,31 +22,50 @@ unsigned int vr_page_shift = 12;
 
 static pthread_once_t basic_once = PTHREAD_ONCE_INIT;
 static pthread_once_t full_once = PTHREAD_ONCE_INIT;
-static _Atomic uint64_t seq_counter;
 
 /*
  * Ages are CLOCK_MONOTONIC_COARSE nanoseconds: one clock for every process
  * on the machine, so ranges marked by different processes in one shared
  * file (and files marked by different processes) order against each other
- * to within a tick; within this process they are made strictly increasing.
- * The coarse clock is a vDSO read of the last tick - several times cheaper
- * than the precise one on the marking path - with no system call, and
- * signal-safe.
+ * to within a tick.  The coarse clock is a vDSO read of the last tick -
+ * several times cheaper than the precise one on the marking path - with no
+ * system call, and signal-safe.
+ *
+ * Within a tick each thread counts on from its own last stamp.  A global
+ * counter would make every stamp unique, but its compare-and-swap is a
+ * cache line every marking thread writes: two threads marking their own
+ * regions would run no faster than one.  Uniqueness is not needed - equal
+ * stamps only mean "marked at the same moment"; the purge order breaks
+ * ties by address - and a thread's count never runs ahead of real time
+ * (each mark takes far longer than the nanosecond it adds), which is what
+ * vr_seq_barrier() relies on.
  */
-uint64_t vr_next_seq(void)
+static __thread uint64_t seq_last __attribute__((tls_model("initial-exec")));
+
+static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
-	uint64_t now, last, next;
 
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	last = atomic_load_explicit(&seq_counter, memory_order_relaxed);
-	do
-		next = now > last ? now : last + 1;
-	while (!atomic_compare_exchange_weak_explicit(&seq_counter, &last, next,
-						      memory_order_relaxed,
-						      memory_order_relaxed));
-	return next;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t vr_next_seq(void)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+
+	seq_last = now > seq_last ? now : seq_last + 1;
+	return seq_last;
+}
+
+/* The precise clock is at or past every thread's stamp: a coarse tick
+ * plus the count of marks made since it (see above). */
+uint64_t vr_seq_barrier(void)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+
+	seq_last = now > seq_last ? now : seq_last + 1;
+	return seq_last;
 }
 
 int vr_parse_size(const char *s, size_t *out)

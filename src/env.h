@@ -40,7 +40,13 @@ int vr_parse_size(const char *s, size_t *out) VR_HIDDEN;
 /* Debug log to stderr when VRANGE_DEBUG=1; never otherwise. */
 void vr_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2))) VR_HIDDEN;
 
-/* A monotonically increasing stamp for "when was this marked". */
+/* A stamp for "when was this marked": nanoseconds of CLOCK_MONOTONIC,
+ * strictly increasing within the calling thread. */
 uint64_t vr_next_seq(void) VR_HIDDEN;
+
+/* A stamp later than every stamp any thread had taken before the call, and
+ * after which the calling thread's stamps keep growing (a purge pass's
+ * start: "marked after the pass began" is "seq > this"). */
+uint64_t vr_seq_barrier(void) VR_HIDDEN;
 
 #endif

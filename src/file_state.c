@@ -4,7 +4,7 @@
  * and the discard step of the purge engine.
  *
  * Why "INTACT means nothing was discarded" holds: a page is discarded only
- * in vfile_discard(), which runs with the tree lock held, finds the page volatile
+ * in discard_batch(), which runs with the tree lock held, finds the page volatile
  * in the tree, records it as purged in the tree, and punches it - all before
  * it lets go of the lock.  vfile_mark_nonvolatile() takes the same lock, so
  * it runs either wholly before a discard (then the page is no longer
@@ -443,44 +443,112 @@ static int arm_all(struct vfile *f, size_t off, size_t len)
 }
 
 /*
- * Discard pages [start, end), which are volatile: the one place where data
- * goes away.  Caller holds the tree lock (see the comment at the top).
+ * Pages [start, end) of a library or application file, already recorded
+ * RT_PURGED: arm the SIGBUS-mode mappings, punch, poison and disarm them.
+ * (When a system call fails: docs/design.md.)
  */
-static int vfile_discard(struct vfile *f, uint64_t start, uint64_t end,
-			 uint64_t *freed)
+static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 {
 	size_t off = (size_t)start << vr_page_shift;
 	size_t len = (size_t)(end - start) << vr_page_shift;
-	uint64_t before, after;
-	int r;
 
-	if (f->anon) {
-		anymap_discard(f, start, end, freed);
-		return 0;
-	}
-	/* Armed first: a SIGBUS mapping that cannot be armed would read
-	 * zeros, so then nothing is discarded (-EAGAIN). */
-	r = arm_all(f, off, len);
-	if (r < 0)
-		return r;
-	/* Recorded first: a page that goes unrecorded could later be
-	 * reported INTACT.  A tree that refuses (-EIO) loses nothing. */
-	r = rt_mark_purged(&f->tree, start, end, NULL);
-	if (r < 0) {
-		disarm_until(f, NULL, off, len);
-		return r;
-	}
-	before = allocated_bytes(f->fd);
+	/* A SIGBUS mapping that cannot be armed would read zeros: then
+	 * nothing is punched.  The pages keep their data and stay recorded
+	 * RT_PURGED - a false VRANGE_PURGED, the safe side. */
+	if (arm_all(f, off, len) < 0)
+		return;
 	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len) < 0)
 		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
 			 strerror(errno));
-	after = allocated_bytes(f->fd);
 	for (struct vmap *m = f->maps; m; m = m->next)
 		if (m->sigbus && off < m->size)
 			uffd_after_discard(m, off, len < m->size - off ? len : m->size - off);
+}
+
+static bool older(const struct rt_range *a, const struct rt_range *b)
+{
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	return a->seq < b->seq;
+}
+
+/* May range r join a batch that must stay ahead of lim in purge order? */
+static bool may_take(const struct rt_range *r, const struct purge_limit *lim)
+{
+	return r->seq <= lim->max_seq && (!lim->other || !older(&lim->other_oldest, r));
+}
+
+/* The ranges of one purge step, in the order they were taken. */
+#define BATCH_RUNS 64u
+struct batch {
+	uint32_t n;
+	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
+};
+
+/* Punch the batch's runs in address order, neighbours as one: a page
+ * cache's pages, marked one by one, purge as one hole. */
+static void punch_batch(struct vfile *f, struct batch *b)
+{
+	for (uint32_t i = 1; i < b->n; i++) { /* insertion sort: n <= 64 */
+		uint64_t s = b->start[i], e = b->end[i];
+		uint32_t j = i;
+
+		for (; j > 0 && b->start[j - 1] > s; j--) {
+			b->start[j] = b->start[j - 1];
+			b->end[j] = b->end[j - 1];
+		}
+		b->start[j] = s;
+		b->end[j] = e;
+	}
+	for (uint32_t i = 0; i < b->n;) {
+		uint64_t s = b->start[i], e = b->end[i];
+
+		for (i++; i < b->n && b->start[i] == e; i++)
+			e = b->end[i];
+		punch_run(f, s, e);
+	}
+}
+
+/*
+ * Discard the file's oldest ranges, starting with *first, while they stay
+ * ahead of lim, up to max_pages and one chunk: the one place where a
+ * file's data goes away.  Caller holds the tree lock (see the comment at
+ * the top).  Each range is recorded RT_PURGED before anything is punched:
+ * a page that went unrecorded could later be reported INTACT; a tree that
+ * refuses (-EIO) loses nothing.
+ */
+static int discard_batch(struct vfile *f, const struct rt_range *first,
+			 uint64_t max_pages, const struct purge_limit *lim,
+			 uint64_t *freed, uint64_t *pages)
+{
+	uint64_t left = VFILE_CHUNK_BYTES >> vr_page_shift, before, after;
+	struct rt_range rr = *first;
+	struct batch b;
+	int r;
+
+	if (left > max_pages)
+		left = max_pages;
+	b.n = 0;
+	before = allocated_bytes(f->fd);
+	for (;;) {
+		uint64_t n = rr.end - rr.start < left ? rr.end - rr.start : left;
+
+		r = rt_mark_purged(&f->tree, rr.start, rr.start + n, NULL);
+		if (r < 0)
+			break;
+		b.start[b.n] = rr.start;
+		b.end[b.n++] = rr.start + n;
+		*pages += n;
+		left -= n;
+		if (!left || b.n == BATCH_RUNS || keep_spare(f) < 0 ||
+		    rt_oldest(&f->tree, &rr) != 1 || !may_take(&rr, lim))
+			break;
+	}
+	punch_batch(f, &b);
+	after = allocated_bytes(f->fd);
 	*freed += before > after ? before - after : 0;
-	return 0;
+	return b.n ? 0 : r;
 }
 
 /*
@@ -497,7 +565,8 @@ static void yield_to_waiters(struct vfile *f)
 		nanosleep(&pause, NULL);
 }
 
-int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
+int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
+		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages)
 {
 	uint64_t chunk = VFILE_CHUNK_BYTES >> vr_page_shift, n;
@@ -509,28 +578,24 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
 	r = rt_oldest(&f->tree, &rr);
 	if (r <= 0)
 		goto out;
-	n = rr.end - rr.start;
-	if (n > chunk)
-		n = chunk;
-	if (n > max_pages)
-		n = max_pages;
-	/* An anonymous chunk may split into a range per resident run. */
-	if (f->anon && vfile_reserve(f, 2 * (uint32_t)chunk + SPARE_NODES) < 0) {
-		r = -ENOMEM;
-		goto out;
+	if (f->anon) {
+		n = rr.end - rr.start;
+		if (n > chunk)
+			n = chunk;
+		if (n > max_pages)
+			n = max_pages;
+		/* An anonymous chunk may split into a range per resident run. */
+		if (vfile_reserve(f, 2 * (uint32_t)chunk + SPARE_NODES) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		anymap_discard(f, rr.start, rr.start + n, freed);
+		*pages += n;
+	} else {
+		r = discard_batch(f, &rr, max_pages, lim, freed, pages);
+		if (r < 0)
+			goto out;
 	}
-	r = vfile_discard(f, rr.start, rr.start + n, freed);
-	/* Could not be armed: not purged.  Queued again as the newest, so a
-	 * pass goes on with the next range (and stops before this one). */
-	if (r == -EAGAIN) {
-		int q = rt_mark_volatile(&f->tree, rr.start, rr.start + n, rr.prio,
-					 vr_next_seq(), NULL);
-
-		r = q < 0 ? q : r;
-	}
-	if (r < 0)
-		goto out;
-	*pages += n;
 	r = keep_spare(f) < 0 ? -ENOMEM : 1;
 	/* Progress or stop: a tree that hands out the same oldest range after
 	 * it was discarded is corrupt, and callers loop on this. */
@@ -543,25 +608,27 @@ out:
 	return r;
 }
 
-static bool older(const struct rt_range *a, const struct rt_range *b)
-{
-	if (a->prio != b->prio)
-		return a->prio < b->prio;
-	return a->seq < b->seq;
-}
-
-struct vfile *vfile_pick_oldest(struct rt_range *oldest)
+struct vfile *vfile_pick_oldest(struct rt_range *oldest, struct rt_range *runner_up,
+				bool *has_runner_up)
 {
 	struct vfile *best = NULL;
 	struct rt_range best_r = { 0 }, rr;
 
+	*has_runner_up = false;
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next) {
 		if (vfile_peek_oldest(f, &rr) <= 0)
 			continue;
 		if (!best || older(&rr, &best_r)) {
+			if (best) {
+				*runner_up = best_r;
+				*has_runner_up = true;
+			}
 			best = f;
 			best_r = rr;
+		} else if (!*has_runner_up || older(&rr, runner_up)) {
+			*runner_up = rr;
+			*has_runner_up = true;
 		}
 	}
 	if (best) {

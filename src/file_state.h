@@ -110,21 +110,28 @@ void vfile_del_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 
 /*
  * Purging.  vfile_peek_oldest reports f's first range in purge order (1),
- * or 0 when f has nothing volatile left.  vfile_purge_oldest discards up to
- * max_pages of that range (bounded by the chunk size, so marking is never
- * blocked for long), adding the bytes freed (st_blocks) to *freed and the
- * pages discarded to *pages.  Returns 1 if it discarded something, 0 if
- * nothing volatile is left, -EAGAIN if the range could not be purged now
- * (a SIGBUS mapping could not be armed; it was queued again as the
- * newest), other -errno.
+ * or 0 when f has nothing volatile left.  vfile_purge_oldest discards f's
+ * oldest ranges - the first one, then the next ones while they stay ahead
+ * of *lim in the purge order - up to max_pages and one chunk (so marking
+ * is never blocked for long), adding the bytes freed (st_blocks) to *freed
+ * and the pages discarded to *pages.  Returns 1 if it discarded something,
+ * 0 if nothing volatile is left, -errno.
  */
+struct purge_limit {
+	uint64_t max_seq;             /* nothing marked later than this */
+	bool other;                   /* another file's range comes next: */
+	struct rt_range other_oldest; /* nothing younger than it */
+};
 int vfile_peek_oldest(struct vfile *f, struct rt_range *out) VR_HIDDEN;
-int vfile_purge_oldest(struct vfile *f, uint64_t max_pages, uint64_t *freed,
+int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
+		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages) VR_HIDDEN;
 
 /* The file whose oldest volatile range comes first in the global purge
- * order, with a reference taken; NULL when nothing is volatile anywhere. */
-struct vfile *vfile_pick_oldest(struct rt_range *oldest) VR_HIDDEN;
+ * order, with a reference taken; NULL when nothing is volatile anywhere.
+ * *runner_up: the oldest range of every other file, if any. */
+struct vfile *vfile_pick_oldest(struct rt_range *oldest, struct rt_range *runner_up,
+				bool *has_runner_up) VR_HIDDEN;
 
 /* The file layer starts keeping state for f: it takes its own reference. */
 int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;

@@ -30,8 +30,8 @@
  * The thread blocks all signals, never touches application memory, owns
  * every descriptor it opens (O_CLOEXEC) and is woken through an eventfd to
  * stop or to apply a new budget.  A budget set while the monitor is not
- * running is enforced once it starts.  After fork() the child has no
- * monitor (its stats say "none"); it may start its own.  The thread is
+ * running is enforced once it starts.  After fork() the child of a
+ * process whose monitor runs starts its own (atfork_child).  The thread is
  * stopped and joined at exit and at dlclose (destructor).
  */
 #include <ctype.h>
@@ -72,8 +72,14 @@
 #define ALLOC_RATE_PER_MS (2 * MiB)
 #define POLL_MIN_MS 1
 #define POLL_MAX_MS 1000
+/* Far from the limit a poll is spaced by the time an allocator at
+ * ALLOC_RATE needs to eat half the rest, up to this: an idle process
+ * should not keep waking up. */
+#define POLL_IDLE_MAX_MS 30000
 #define BUDGET_CHECK_MS 200
-#define LIMIT_RECHECK_MS 1000
+/* Thresholds are armed against the limit seen then; a changed limit has no
+ * event of its own (pressure_level still fires at reclaim meanwhile). */
+#define LIMIT_RECHECK_MS 15000
 /* A level that stays inside the headroom without rising is acted on again
  * only after this long (purging did not help, or it is not our memory). */
 #define STALE_ACT_MS 1000
@@ -492,8 +498,8 @@ static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(vo
 	interval = (left - lv->headroom) / ALLOC_RATE_PER_MS / 2;
 	if (interval < POLL_MIN_MS)
 		interval = POLL_MIN_MS;
-	if (interval > POLL_MAX_MS || !volatile_bytes_now())
-		interval = POLL_MAX_MS;
+	if (interval > POLL_IDLE_MAX_MS)
+		interval = POLL_IDLE_MAX_MS;
 	return interval;
 }
 
@@ -890,6 +896,17 @@ static void handle_event(enum kind k, int fd, short revents, uint64_t t0_us)
 	}
 }
 
+/*
+ * /proc/meminfo has no event: it is polled only where no system-wide or
+ * cgroup event can tell of pressure (no PSI trigger, no v1 threshold), so
+ * that a process idling under armed events never wakes.
+ */
+static bool meminfo_polled(void)
+{
+	return mon.meminfo_fd >= 0 && mon.psi_fd < 0 && mon.psi_cg_fd < 0 &&
+	       mon.v1_warn_efd < 0;
+}
+
 static void periodic(uint64_t now)
 {
 	uint64_t iv;
@@ -921,7 +938,7 @@ static void periodic(uint64_t now)
 			}
 		}
 	}
-	if (mon.meminfo_fd >= 0 && now >= mon.mem.next_ms) {
+	if (meminfo_polled() && now >= mon.mem.next_ms) {
 		iv = check_level(&mon.mem, "meminfo", meminfo_usage, false, now_us());
 		/* A modest floor: reading meminfo costs more than a cgroup file. */
 		if (iv < 10)
@@ -940,7 +957,7 @@ static int next_timeout(uint64_t now)
 		next = mon.v2.next_ms;
 	if (mon.v1.limit && mon.v1.next_ms < next)
 		next = mon.v1.next_ms;
-	if (mon.meminfo_fd >= 0 && mon.mem.next_ms < next)
+	if (meminfo_polled() && mon.mem.next_ms < next)
 		next = mon.mem.next_ms;
 	return next <= now ? 0 : (int)(next - now);
 }
@@ -949,10 +966,16 @@ static void *monitor_main(void *arg)
 {
 	sigset_t all;
 
-	(void)arg;
 	/* Signals belong to the application's threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (arg) {
+		/* Started by the library itself: the first call of the
+		 * application need not wait for the sources to be found. */
+		monitor_open_sources();
+		build_pollset();
+		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
+	}
 
 	enforce_budget();
 	while (!atomic_load(&stop_req)) {
@@ -986,18 +1009,31 @@ static void *monitor_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* Control */
 
-/* The child of fork() has no monitor thread: forget the parent's and close
- * its descriptors (the parent's registrations stay with the parent's). */
+static int monitor_start(const struct vrange_monitor_opts *opts, bool sync);
+
+/*
+ * The child of fork() inherits no thread: forget the parent's monitor and
+ * close its descriptors (the parent's registrations stay the parent's),
+ * then start the child's own with the same options.  A pre-forked worker
+ * or a zygote's child may never call the library again, yet its volatile
+ * memory must still go under pressure.  (A child that execs at once loses
+ * the thread with everything else; posix_spawn and vfork run no handler.)
+ */
 static void atfork_child(void)
 {
+	struct vrange_monitor_opts o = mon.opts;
+	bool was_running = mon_running;
+
 	pthread_mutex_init(&mon_lock, NULL);
-	if (mon_running) {
-		mon_running = false;
-		atomic_store(&wake_fd_pub, -1);
-		close_fd(&mon.wake_fd);
-		monitor_close_all();
-		atomic_store(&cur_src, SRC_NONE);
-	}
+	if (!was_running)
+		return;
+	mon_running = false;
+	atomic_store(&wake_fd_pub, -1);
+	close_fd(&mon.wake_fd);
+	monitor_close_all();
+	atomic_store(&cur_src, SRC_NONE);
+	if (monitor_start(&o, false) < 0)
+		vr_debug("no monitor in the forked child");
 }
 
 static void register_atfork(void)
@@ -1005,7 +1041,12 @@ static void register_atfork(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-int vrange_monitor_start(const struct vrange_monitor_opts *opts)
+/*
+ * Start the thread.  sync: find the sources before returning (an explicit
+ * vrange_monitor_start, whose caller may read pressure_source at once);
+ * otherwise the thread finds them itself (autostart, a forked child).
+ */
+static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 {
 	struct vrange_monitor_opts o = { 0 };
 	sigset_t all, old;
@@ -1041,7 +1082,8 @@ int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 		goto out;
 	}
 	atomic_store(&stop_req, false);
-	monitor_open_sources();
+	if (sync)
+		monitor_open_sources();
 	build_pollset();
 	mon.budget_next_ms = mon.v1.next_ms = mon.v2.next_ms = mon.mem.next_ms = 0;
 	mon.v1_recheck_ms = now_ms() + LIMIT_RECHECK_MS;
@@ -1049,7 +1091,7 @@ int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 	/* The thread inherits a full signal mask from its first instruction. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&mon_thread, NULL, monitor_main, NULL);
+	r = -pthread_create(&mon_thread, NULL, monitor_main, sync ? NULL : &mon);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0) {
 		monitor_close_all();
@@ -1059,10 +1101,16 @@ int vrange_monitor_start(const struct vrange_monitor_opts *opts)
 	}
 	mon_running = true;
 	atomic_store(&wake_fd_pub, mon.wake_fd);
-	vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
+	if (sync)
+		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
 out:
 	pthread_mutex_unlock(&mon_lock);
 	return r;
+}
+
+int vrange_monitor_start(const struct vrange_monitor_opts *opts)
+{
+	return monitor_start(opts, true);
 }
 
 int vrange_monitor_stop(void)
@@ -1093,7 +1141,7 @@ __attribute__((destructor)) static void pressure_fini(void)
 
 void pressure_autostart(void)
 {
-	int r = vrange_monitor_start(NULL);
+	int r = monitor_start(NULL, false);
 
 	if (r < 0 && r != -EALREADY)
 		vr_debug("monitor not started: %s", strerror(-r));

@@ -24,6 +24,7 @@ uint64_t purge_run(uint64_t bytes)
 {
 	uint64_t freed = 0, pages = 0, pass_start;
 	struct rt_range oldest;
+	struct purge_limit lim;
 
 	if (bytes == 0)
 		return 0;
@@ -34,12 +35,12 @@ uint64_t purge_run(uint64_t bytes)
 	 * that held no data are put back at the end of the order, and must
 	 * not be met again in the same pass.
 	 */
-	pass_start = vr_next_seq();
+	pass_start = vr_seq_barrier();
 	while (freed < bytes) {
 		uint64_t left = bytes - freed;
 		/* Round up to pages without wrapping for bytes near SIZE_MAX. */
 		uint64_t want = (left >> vr_page_shift) + ((left & (vr_page_size - 1)) != 0);
-		struct vfile *f = vfile_pick_oldest(&oldest);
+		struct vfile *f = vfile_pick_oldest(&oldest, &lim.other_oldest, &lim.other);
 		int r;
 
 		if (!f)
@@ -48,11 +49,10 @@ uint64_t purge_run(uint64_t bytes)
 			vfile_put(f);
 			break;
 		}
-		r = vfile_purge_oldest(f, want ? want : 1, &freed, &pages);
+		lim.max_seq = pass_start;
+		r = vfile_purge_oldest(f, want ? want : 1, &lim, &freed, &pages);
 		vfile_put(f);
-		/* -EAGAIN: that range could not be purged now and went to the
-		 * back of the order; the others still can. */
-		if (r < 0 && r != -EAGAIN)
+		if (r < 0)
 			break;
 	}
 	atomic_fetch_add(&n_purges, 1);
@@ -70,6 +70,7 @@ ssize_t vrange_purge(size_t bytes)
 
 ssize_t vrange_region_purge(vrange_region *r)
 {
+	const struct purge_limit all = { .max_seq = UINT64_MAX };
 	uint64_t freed = 0, pages = 0;
 	int rc;
 
@@ -77,7 +78,7 @@ ssize_t vrange_region_purge(vrange_region *r)
 		return -EINVAL;
 	pthread_mutex_lock(&purge_lock);
 	do
-		rc = vfile_purge_oldest(r->file, UINT64_MAX, &freed, &pages);
+		rc = vfile_purge_oldest(r->file, UINT64_MAX, &all, &freed, &pages);
 	while (rc > 0);
 	atomic_fetch_add(&n_purges, 1);
 	atomic_fetch_add(&n_purged_total, freed);

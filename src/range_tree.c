@@ -1056,24 +1056,32 @@ static inline uint32_t fast_alloc(struct rt_tree *t, int *err)
  * Each index is validated once, when read; the nodes are then used by
  * pointer.
  */
+/* Would a fresh volatile range of (prio, seq) merge with neighbour n? */
+static inline bool merges_with(const struct rt_node *n, int32_t prio,
+			       uint64_t seq)
+{
+	return n->state == RT_VOLATILE && n->prio == prio && n->seq == seq;
+}
+
 static inline __attribute__((always_inline)) int
 fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 	    uint64_t seq)
 {
 	struct rt_hdr *h = t->hdr;
-	struct rt_node *zn, *pn = NULL, *rn, *bn = NULL;
+	struct rt_node *zn, *pn = NULL, *rn, *bn = NULL, *ln = NULL;
 	uint32_t xa, p = 0, r, z;
 	int dir = LEFT, err;
 
 	if (start >= end || !hdr_sane(h))
 		return 0;
 	/*
-	 * One descent of the address tree finds both the first range touching
-	 * start (if it touches [start, end), merging is the engine's job) and,
-	 * when none does, the leaf slot the new range hangs in: ranges are
-	 * disjoint, so on this path "end < start" and "start < new start"
-	 * agree, and the search by end is the search by start insertion would
-	 * make.
+	 * One descent of the address tree finds the last range ending at or
+	 * before start (ln) and the first one ending after it (bn), and the
+	 * leaf slot between them where the new range hangs: ranges are
+	 * disjoint, so ordering by end is ordering by start.  A neighbour
+	 * that merely touches [start, end) is fine here unless it would
+	 * merge (same state and age: the engine's job) - that is the page
+	 * cache's pattern, single pages of different ages side by side.
 	 */
 	xa = h->root[ADDR];
 	for (int depth = 0; xa; depth++) {
@@ -1083,8 +1091,9 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 		/* A branch, not a select (the empty asm keeps the compiler
 		 * from turning it into one): predicted, it lets the next
 		 * level's load start before this node's end arrives. */
-		if (pn->end < start) {
+		if (pn->end <= start) {
 			dir = RIGHT;
+			ln = pn;
 		} else {
 			__asm__ volatile("");
 			dir = LEFT;
@@ -1092,8 +1101,11 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 		}
 		xa = pn->link[ADDR].child[dir];
 	}
-	if (bn && bn->start <= end)
-		return 0; /* overlaps or touches */
+	if (bn && (bn->start < end ||
+		   (bn->start == end && merges_with(bn, prio, seq))))
+		return 0; /* overlaps, or would merge on the right */
+	if (ln && ln->end == start && merges_with(ln, prio, seq))
+		return 0; /* would merge on the left */
 	err = 0;
 	z = fast_alloc(t, &err);
 	if (!z)

@@ -1124,6 +1124,44 @@ START_TEST(order_lru_across_regions)
 }
 END_TEST
 
+/*
+ * A purge step takes several of a file's oldest ranges at once (and punches
+ * neighbours as one hole), but never one that another file's older range
+ * should go before: single pages marked alternately in two regions purge
+ * in exactly their marking order.
+ */
+START_TEST(order_exact_across_batches)
+{
+	enum { N = 16 };
+	vrange_region *a = make_region(N), *b = make_region(N);
+	vrange_region *order[2 * N];
+	size_t page[2 * N];
+
+	for (size_t i = 0; i < N; i++) {
+		ck_assert_int_eq(vrange_mark_volatile(a, i * ps, ps), 0);
+		ck_assert_int_eq(vrange_mark_volatile(b, i * ps, ps), 0);
+		order[2 * i] = a, page[2 * i] = i;
+		order[2 * i + 1] = b, page[2 * i + 1] = i;
+	}
+	ck_assert_int_eq(vrange_purge(5 * ps), (ssize_t)(5 * ps));
+	ck_assert_int_eq(vrange_purge(3 * ps), (ssize_t)(3 * ps));
+	for (size_t k = 0; k < 2 * N; k++)
+		ck_assert_msg(k < 8 ? pg_zero(order[k], page[k]) : pg_intact(order[k], page[k]),
+			      "mark #%zu (%s page %zu) %s", k, order[k] == a ? "a" : "b",
+			      page[k], k < 8 ? "not purged" : "purged out of order");
+	/* One region alone: a page cache's pages, marked one by one. */
+	ck_assert_int_eq(vrange_mark_nonvolatile(a, 0, N * ps), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_mark_nonvolatile(b, 0, N * ps), VRANGE_PURGED);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_int_eq(vrange_mark_volatile(a, i * ps, ps), 0);
+	ck_assert_int_eq(vrange_purge(5 * ps), (ssize_t)(5 * ps));
+	ck_assert_int_eq(vrange_mark_nonvolatile(a, 0, 5 * ps), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_mark_nonvolatile(a, 5 * ps, (N - 5) * ps), VRANGE_INTACT);
+	vrange_region_destroy(a);
+	vrange_region_destroy(b);
+}
+END_TEST
+
 START_TEST(order_lru_in_region_and_refresh)
 {
 	vrange_region *r = make_region(5);
@@ -1437,6 +1475,7 @@ Suite *test_suite(void)
 	tc = tcase_create("order");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, order_lru_across_regions);
+	tcase_add_test(tc, order_exact_across_batches);
 	tcase_add_test(tc, order_lru_in_region_and_refresh);
 	tcase_add_test(tc, order_priority);
 	tcase_add_test(tc, priority_applies_to_new_marks);
