@@ -12,9 +12,23 @@
  * file of the library changes, and the normal libvrange.so is built as
  * before.  The sweep test (tests/test_fault_sweep.c) drives this.
  *
+ * How --wrap reaches the calls: it rewrites undefined references in the
+ * objects of one link, so the objects of the internal static library are
+ * linked into a shared library of their own (an application linking
+ * libvrange.a with --wrap would have its own calls wrapped too).  syscall()
+ * is a libc function like any other: userfaultfd and futex are told apart
+ * by number; the library makes no inline-assembly system call.  The ashmem
+ * shim gets the same treatment (libvrange-ashmem-fault.so); there __real_
+ * of a name the shim itself defines (open64, mmap64, ioctl, ...) is the
+ * shim's interceptor, which passes the call on.
+ *
  * Not covered: calls glibc makes internally (fopen's open, printf's
- * write), the vDSO clock, and calls that cannot fail in a way the library
- * could see (free, getpid, gettid, pthread_mutex_*, sigprocmask).
+ * write), the vDSO clock, calls that cannot fail in a way the library
+ * could see (free, getpid, gettid, pthread_mutex_*, sigprocmask), kill()
+ * (the shared lock reads ESRCH as "owner dead": a fake one would be a lie
+ * the kernel never tells about a live process), and the shim's calls
+ * through the function pointers it resolves with dlsym (shim_real.*),
+ * which no link-time option can reach.
  */
 #ifndef VRANGE_FAULT_INJECT_H
 #define VRANGE_FAULT_INJECT_H
