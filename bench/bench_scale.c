@@ -383,6 +383,89 @@ static void purging(void)
 		       "purge, adjacent pages marked one by one, SIGBUS", s1 / 1e3, raw1 / 1e3, raw1 / s1);
 }
 
+/*
+ * n regions of 64 KiB in one process: create (touching one page), mark
+ * that page volatile, purge everything, destroy; us per region for each
+ * step, in a child whose descriptor limit allows it.  The count is checked:
+ * every region created, every page purged.
+ */
+static void many_regions(size_t n)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		die("fork", errno);
+	if (pid == 0) {
+		struct rlimit rl;
+		vrange_region **r = calloc(n, sizeof(*r));
+		double t[5];
+
+		/* As many descriptors as this process may have. */
+		if (!r || getrlimit(RLIMIT_NOFILE, &rl) < 0)
+			die("getrlimit", errno);
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			die("setrlimit", errno);
+		t[0] = now_ns();
+		for (size_t i = 0; i < n; i++) {
+			int e = vrange_region_create("many", 64 << 10, VRANGE_ACCESS_ZERO, &r[i]);
+			if (e < 0) {
+				printf("%-52s failed at region %zu: %s\n", "many regions",
+				       i, strerror(-e));
+				fflush(stdout);
+				_exit(1);
+			}
+			*(volatile char *)vrange_region_base(r[i]) = 1;
+		}
+		t[1] = now_ns();
+		for (size_t i = 0; i < n; i++)
+			check(vrange_mark_volatile(r[i], 0, ps), "mark");
+		t[2] = now_ns();
+		ssize_t freed = vrange_purge(SIZE_MAX);
+		t[3] = now_ns();
+		for (size_t i = 0; i < n; i++)
+			check(vrange_region_destroy(r[i]), "destroy");
+		t[4] = now_ns();
+		printf("%7zu regions: create %6.1f  mark %6.2f  purge %6.2f  destroy %6.1f us per region;"
+		       " purged %zu of %zu pages\n", n, (t[1] - t[0]) / n / 1e3,
+		       (t[2] - t[1]) / n / 1e3, (t[3] - t[2]) / n / 1e3,
+		       (t[4] - t[3]) / n / 1e3, (size_t)freed / ps, n);
+		fflush(stdout);
+		_exit(freed == (ssize_t)(n * ps) ? 0 : 1);
+	}
+	waitpid(pid, &status, 0);
+}
+
+static void scale_regions(void)
+{
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+	struct rlimit rl;
+	long maps = 0;
+	size_t n = 100000;
+
+	fflush(stdout);
+	many_regions(100);
+	if (f) {
+		if (fscanf(f, "%ld", &maps) != 1)
+			maps = 0;
+		fclose(f);
+	}
+	/* Three descriptors and two mappings per region today. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max < 3 * n + 64) {
+		n = (rl.rlim_max - 64) / 3;
+		printf("(descriptor hard limit %llu: %zu regions at most, not 100000)\n",
+		       (unsigned long long)rl.rlim_max, n);
+	}
+	if ((size_t)maps < 2 * n + 1000) {
+		printf("%7zu regions: skipped, vm.max_map_count %ld too low (raise it as root)\n",
+		       n, maps);
+		return;
+	}
+	fflush(stdout);
+	many_regions(n);
+}
+
 /* The first call pays for the library's start-up; the second does not. */
 static void startup(void)
 {
@@ -411,6 +494,7 @@ int main(int argc, char **argv)
 	threads();
 	create_cost();
 	fd_limit();
+	scale_regions();
 	if (argc < 2 || strcmp(argv[1], "--no-idle"))
 		idle();
 	return 0;

@@ -16,6 +16,9 @@ need_pkgs() {
 		asan) [ -n "$(find /usr/lib -name 'libasan.so*' 2>/dev/null | head -n 1)" ] ||
 			missing="$missing libasan8" ;;
 		util-linux) command -v setpriv >/dev/null 2>&1 || missing="$missing util-linux" ;;
+		mandoc) command -v mandoc >/dev/null 2>&1 || missing="$missing mandoc" ;;
+		man-db) command -v man >/dev/null 2>&1 || missing="$missing man-db" ;;
+		sqlite) pkg-config --exists sqlite3 2>/dev/null || missing="$missing libsqlite3-dev" ;;
 		esac
 	done
 	echo "$missing"

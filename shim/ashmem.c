@@ -206,6 +206,9 @@ static int purge_all(void)
 
 	if (!cap_sys_admin())
 		return -EPERM;
+	/* Every area this process holds counts, as with the driver's global
+	 * LRU - also one whose fd came over a socket and was never used. */
+	shim_adopt_unknown();
 	/* The driver answers with its LRU's length: unpinned, not yet purged. */
 	if (vrange_get_stats(&st) == 0 && st.volatile_bytes > st.purged_bytes)
 		pages = (st.volatile_bytes - st.purged_bytes) / shim_page;

@@ -24,6 +24,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "file_state.h"
 #include "shared_file.h"
 #include "shim.h"
 #include "vrange.h"
@@ -117,11 +118,48 @@ static void layer_release(struct ash_obj *o)
 		vrange_fd_forget(o->pfd);
 }
 
+/*
+ * A mapped area's volatile state lives as long as any fd holds the area,
+ * as with the driver.  So this process, while it holds the area, holds a
+ * reference to the library's state of the file: a purge here sees the
+ * pages other processes unpinned, and the shared state keeps this process
+ * as a holder until the area's last fd and mapping here are gone - never
+ * only until the next ioctl's own reference is dropped.
+ */
+static void hold_state(struct ash_obj *o)
+{
+	struct vfile *f = NULL;
+	struct stat st;
+	bool have;
+
+	pthread_mutex_lock(&o->lock);
+	have = o->vf != NULL;
+	pthread_mutex_unlock(&o->lock);
+	if (have || o->pfd < 0)
+		return;
+	vr_init();
+	/* pfd must still be the area's file (a raw close could free it). */
+	if (shim_real.fstat(o->pfd, &st) < 0 || st.st_dev != o->dev ||
+	    st.st_ino != o->ino || vfile_get(o->pfd, &st, &f) < 0) {
+		shim_debug("cannot hold the state of ashmem area %lu",
+			   (unsigned long)o->ino);
+		return;
+	}
+	pthread_mutex_lock(&o->lock);
+	if (!o->vf) {
+		o->vf = f;
+		f = NULL;
+	}
+	pthread_mutex_unlock(&o->lock);
+	vfile_put(f);
+}
+
 static void obj_release(struct ash_obj *o)
 {
 	/* pfd stays marked ours until it is closed: the library looks at it. */
 	if (o->layer && o->pfd >= 0)
 		layer_release(o);
+	vfile_put(o->vf);
 	if (o->pfd >= 0) {
 		pthread_mutex_lock(&shim_lock);
 		if (shim_fd_entry(o->pfd) == ((uintptr_t)o | SHIM_FD_PRIVATE))
@@ -278,7 +316,10 @@ static struct ash_obj *adopt(int fd)
 	/* It may already hold state: a file mapped elsewhere has layer state. */
 	o->layer = (m.flags & ASH_MAPPED) != 0;
 	shim_debug("adopted ashmem fd %d (inode %lu)", fd, (unsigned long)st.st_ino);
-	return install(fd, o);
+	o = install(fd, o);
+	if (o && (m.flags & ASH_MAPPED))
+		hold_state(o);
+	return o;
 }
 
 struct ash_obj *ash_from_fd(int fd, bool do_adopt)
@@ -531,6 +572,25 @@ void shim_scan_inherited(void)
 	closedir(d);
 }
 
+void shim_adopt_unknown(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+
+		if (*end || end == de->d_name || fd == dirfd(d) || fd < 0 ||
+		    fd > INT32_MAX || shim_fd_entry((int)fd))
+			continue;
+		ash_put(ash_from_fd((int)fd, true));
+	}
+	closedir(d);
+}
+
 /* ---- the area's state ---- */
 
 static int meta_get(struct ash_obj *o, struct ash_meta *m)
@@ -620,6 +680,8 @@ uint64_t ash_mapped_size(struct ash_obj *o)
 	o->mapped_size = m.size;
 	atomic_store_explicit(&o->mapped, true, memory_order_release);
 	pthread_mutex_unlock(&o->lock);
+	/* Mapped by another process since this one took the area on. */
+	hold_state(o);
 	return m.size;
 }
 
@@ -652,6 +714,8 @@ int ash_fix_size(struct ash_obj *o, uint64_t *size)
 		if (write)
 			vshared_unformat(o->pfd);
 	}
+	if (r == 0)
+		hold_state(o);
 	return r;
 }
 

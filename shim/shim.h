@@ -69,6 +69,8 @@ struct ash_meta {
 	char name[ASH_NAME_LEN];
 };
 
+struct vfile;
+
 struct ash_obj {
 	struct ash_obj *next;  /* all areas, under shim_lock */
 	unsigned int refs;     /* fds + mappings + calls in flight; shim_lock */
@@ -82,6 +84,10 @@ struct ash_obj {
 	/* Fixed once mapped: the size cannot change any more. */
 	_Atomic bool mapped;
 	uint64_t mapped_size;
+	/* The library's state of the mapped area, held while this process
+	 * holds the area (o->lock): purges here see it, and this process
+	 * stays one of its holders however the ioctls come and go. */
+	struct vfile *vf;
 };
 
 /* Real libc functions, resolved with dlsym(RTLD_NEXT). */
@@ -192,6 +198,9 @@ uint64_t ash_mapped_size(struct ash_obj *o) SHIM_HIDDEN;
 int ash_fix_size(struct ash_obj *o, uint64_t *size) SHIM_HIDDEN;
 /* The file layer now holds state for this area. */
 void ash_note_layer(struct ash_obj *o) SHIM_HIDDEN;
+/* PURGE_ALL_CACHES: take on every ashmem fd this process holds that the
+ * table does not know yet (received over a socket and not used since). */
+void shim_adopt_unknown(void) SHIM_HIDDEN;
 
 /* Mappings made through the shim (objects.c). */
 int shim_map_add(struct ash_obj *o, void *addr, size_t len, uint64_t off,

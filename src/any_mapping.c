@@ -9,7 +9,8 @@
  *
  * The first vrange() on a mapping asks the kernel what it is (vma_query) and
  * remembers the answer in a table of known mappings; later calls on known
- * memory make no system call.  Before a purge discards anonymous memory it
+ * anonymous memory make no system call, later calls on a known file mapping
+ * check (one PROCMAP_QUERY) that the address still maps that file.  Before a purge discards anonymous memory it
  * checks that the address still holds the mapping that was marked: the
  * mapping is registered (write-protect mode, which traps nothing) with a
  * userfaultfd of ours when it is first seen, and that registration vanishes
@@ -40,6 +41,7 @@
 #include "seqlock.h"
 #include "shmem.h"
 #include "uffd_purge.h"
+#include "unmap_events.h"
 #include "vma_query.h"
 #include "vrange.h"
 
@@ -62,6 +64,7 @@ struct known {
 	struct vfile *file;   /* shared file mapping: the file; NULL for anon */
 	uint64_t pgoff;       /* file page of start */
 	bool wp;              /* anon: identity registration in place */
+	uint64_t seen;        /* mark clock when it was learnt */
 };
 
 /* The table is read without a lock on every vrange() call (seqlock.h);
@@ -74,19 +77,16 @@ static struct seqlock known_seq;
 static struct seq_array *_Atomic ktab;
 static struct vfile *anon_file;
 static int anon_uffd = -1;
+static bool events_on; /* munmap of registered memory is reported */
+static bool strict_sweep; /* events were lost: trust registrations only */
 
 /* ---- the userfaultfd that gives identity and SIGBUS mode ---------------- */
 
-static int uffd_open(void)
+static int uffd_open_with(__u64 features)
 {
-	struct uffdio_api api = {
-		.api = UFFD_API,
-		.features = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_POISON,
-	};
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
 	int fd;
 
-	if (!uffd_available())
-		return -1;
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) /* unprivileged: only user-mode faults may be handled */
 		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* UFFD_USER_MODE_ONLY */);
@@ -97,6 +97,28 @@ static int uffd_open(void)
 		return -1;
 	}
 	return fd;
+}
+
+/*
+ * With munmap events where a reader thread can be had (unmap_events.h),
+ * else without: a registration whose munmap event nobody reads would block
+ * that munmap for good.
+ */
+static int uffd_open(void)
+{
+	const __u64 base = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_POISON;
+	int fd;
+
+	if (!uffd_available())
+		return -1;
+	fd = uffd_open_with(base | UFFD_FEATURE_EVENT_UNMAP);
+	if (fd >= 0 && unmap_events_start(fd) == 0) {
+		events_on = true;
+		return fd;
+	}
+	if (fd >= 0)
+		close(fd);
+	return uffd_open_with(base);
 }
 
 static int uffd_register(uintptr_t a, uintptr_t b, __u64 mode)
@@ -131,7 +153,9 @@ static bool identity_holds(uintptr_t a, uintptr_t b)
  */
 static _Atomic bool anon_armed, anon_identity_lost;
 
+static void anon_before_fork(void);
 static void anon_child_after_fork(void);
+static void drain_events(void);
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -139,7 +163,7 @@ static void init_once(void)
 {
 	anon_file = vfile_new_anon();
 	anon_uffd = uffd_open();
-	pthread_atfork(NULL, NULL, anon_child_after_fork);
+	pthread_atfork(anon_before_fork, NULL, anon_child_after_fork);
 }
 
 /* A failed allocation at the first call must not fail every later one. */
@@ -197,6 +221,34 @@ static bool known_get(uintptr_t addr, struct known *out)
 	return found;
 }
 
+/* Copy of the first entry of the kind (files or anonymous) that ends
+ * above addr; false if none.  Takes no lock. */
+static bool known_next(uintptr_t addr, bool files, struct known *out)
+{
+	const struct known *e;
+	struct seq_array *t;
+	bool found;
+	uint32_t v;
+	size_t i, n;
+
+	do {
+		v = seq_read_begin(&known_seq);
+		found = false;
+		t = atomic_load_explicit(&ktab, memory_order_acquire);
+		if (!t)
+			break;
+		e = SEQ_ARRAY_AT(t, struct known);
+		n = t->n < t->cap ? t->n : t->cap;
+		for (i = known_search(e, n, addr); i < n && !found; i++) {
+			if (!e[i].file == !files) {
+				*out = e[i];
+				found = true;
+			}
+		}
+	} while (seq_read_retry(&known_seq, v));
+	return found;
+}
+
 /* Add k, clipped to the gap around k->start; takes over k->file. */
 static int known_add(struct known *k)
 {
@@ -206,6 +258,7 @@ static int known_add(struct known *k)
 	int r = 0;
 
 	pthread_mutex_lock(&known_write);
+	k->seen = vr_next_seq();
 	t = atomic_load(&ktab);
 	if (t) {
 		e = SEQ_ARRAY_AT(t, struct known);
@@ -227,27 +280,60 @@ drop:
 	return r;
 }
 
-/* Forget every known anonymous mapping overlapping [a, b). */
-static void known_forget_anon(uintptr_t a, uintptr_t b)
+/*
+ * Cut [a, b) out of the known entries of one kind (file mappings when
+ * files, else anonymous ones), splitting an entry that runs past either
+ * end.  A file entry holds a reference to its file: a piece split off takes
+ * one more, an entry removed whole gives its reference back (after the
+ * table's mutex is let go: vfile_put takes the registry lock).  Entries
+ * learnt at or after older_than (mark clock) are left alone.
+ */
+static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than)
 {
-	struct seq_array *t;
-	struct known *e;
-	size_t i, j;
+	bool again = true;
 
-	pthread_mutex_lock(&known_write);
-	t = atomic_load(&ktab);
-	if (t) {
-		e = SEQ_ARRAY_AT(t, struct known);
-		seq_write_begin(&known_seq);
-		for (i = j = 0; i < t->n; i++) {
-			if (!e[i].file && e[i].start < b && a < e[i].end)
+	while (again) {
+		struct vfile *put = NULL;
+		struct seq_array *t;
+		struct known *e, tail;
+		size_t i;
+
+		again = false;
+		pthread_mutex_lock(&known_write);
+		t = atomic_load(&ktab);
+		e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
+		for (i = t ? known_search(e, t->n, a) : 0; t && i < t->n && e[i].start < b; i++) {
+			if (!e[i].file != !files || e[i].seen >= older_than)
 				continue;
-			e[j++] = e[i];
+			again = true; /* the array changes: look again from a */
+			if (a <= e[i].start && e[i].end <= b) { /* wholly inside */
+				put = e[i].file;
+				seq_array_remove(t, &known_seq, i, sizeof(*e));
+				break;
+			}
+			tail = e[i];
+			seq_write_begin(&known_seq);
+			if (e[i].start < a) {
+				e[i].end = a;
+			} else {
+				e[i].pgoff += (b - e[i].start) >> vr_page_shift;
+				e[i].start = b;
+			}
+			seq_write_end(&known_seq);
+			if (tail.start < a && b < tail.end) { /* a hole in the middle */
+				tail.pgoff += (b - tail.start) >> vr_page_shift;
+				tail.start = b;
+				if (tail.file)
+					vfile_ref(tail.file);
+				if (seq_array_insert(&ktab, &known_seq, i + 1, &tail,
+						     sizeof(tail)) < 0)
+					put = tail.file; /* forgotten: classified again */
+			}
+			break;
 		}
-		t->n = j;
-		seq_write_end(&known_seq);
+		pthread_mutex_unlock(&known_write);
+		vfile_put(put);
 	}
-	pthread_mutex_unlock(&known_write);
 }
 
 /* ---- classifying a mapping the first time -------------------------------- */
@@ -300,9 +386,37 @@ static int classify_shared(const struct vma *v, struct known *k)
 		if (r < 0)
 			return r == -EBADF ? -EOPNOTSUPP : r;
 	}
+	vfile_note_app_mapped(f);
 	k->file = f;
 	k->pgoff = v->offset >> vr_page_shift;
 	return 0;
+}
+
+/*
+ * Does [a, b), inside the known file entry k, still map k's file at k's
+ * offsets?  The application may have unmapped it and mapped another file
+ * (or anonymous memory) at the same address since: the address alone
+ * proves nothing.  One PROCMAP_QUERY ioctl per mapping the range spans.  A
+ * mapping of the same file at the same offset passes, and rightly: the
+ * state is the file's.
+ */
+static bool file_map_holds(const struct known *k, uintptr_t a, uintptr_t b)
+{
+	struct vma v;
+
+	while (a < b) {
+		int q = vma_query(a, &v);
+
+		if (q < 0) /* gone; or cannot tell now: keep it */
+			return q != -ENOENT;
+		if (!v.shared || v.dev != k->file->dev ||
+		    (ino_t)v.inode != k->file->ino ||
+		    v.offset + (a - v.start) !=
+			    (k->pgoff << vr_page_shift) + (a - k->start))
+			return false;
+		a = v.end; /* mprotect may have split it: each piece must agree */
+	}
+	return true;
 }
 
 /*
@@ -323,6 +437,13 @@ static void clear_stale(uintptr_t a, uintptr_t b)
 
 	if (vfile_lock(anon_file) < 0)
 		return;
+	drain_events();
+	if (events_on && !strict_sweep) {
+		/* What munmap events left there was given to the memory there
+		 * now, after the old memory went. */
+		vfile_unlock(anon_file);
+		return;
+	}
 	pthread_mutex_lock(&known_write);
 	t = atomic_load(&ktab);
 	e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
@@ -383,6 +504,12 @@ static int validate(uintptr_t a, uintptr_t b)
 		struct known k;
 		struct vma v;
 
+		if (known_get(a, &k) && k.file &&
+		    !file_map_holds(&k, a, b < k.end ? b : k.end)) {
+			/* Another mapping lives there now: forget this one. */
+			known_trim(k.start, k.end, true, UINT64_MAX);
+			continue;
+		}
 		if (!known_get(a, &k)) {
 			int r = classify(a);
 
@@ -503,10 +630,11 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	}
 	/*
 	 * The common case, one known anonymous mapping: one table look-up,
-	 * no system call.  (A library file's mapping goes the long way: its
-	 * metadata pages must be refused.)
+	 * no system call.  A file mapping goes the long way: validate()
+	 * checks that the address still maps that file (and, for a library
+	 * file, refuses its metadata pages).
 	 */
-	if (known_get(oa, &k) && ob <= k.end && (!k.file || !k.file->shared)) {
+	if (known_get(oa, &k) && ob <= k.end && !k.file) {
 		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
 	} else {
 		r = validate(oa, ob);
@@ -570,8 +698,8 @@ static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus
 		if (resident && discard_resident(f, ra, rb, sigbus)) {
 			*freed += rb - ra;
 		} else {
-			/* Held no data, or could not be purged: queued again. */
-			/* Held no data: nothing to free, nothing to signal. */
+			/* Held no data (nothing to free, nothing to signal),
+			 * or could not be purged: queued again. */
 			rt_mark_volatile(&f->tree, ra >> vr_page_shift,
 					 rb >> vr_page_shift, 0, vr_next_seq(), NULL);
 		}
@@ -579,43 +707,194 @@ static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus
 	}
 }
 
-void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
+/* [a, b) no longer holds what was marked: its state is forgotten
+ * (contract 5).  Caller holds the anonymous tree's lock. */
+static void forget_span(uintptr_t a, uintptr_t b)
 {
-	uintptr_t a = (uintptr_t)start << vr_page_shift;
-	uintptr_t b = (uintptr_t)end << vr_page_shift;
+	rt_clear(&anon_file->tree, a >> vr_page_shift, b >> vr_page_shift, NULL, NULL);
+	known_trim(a, b, false, UINT64_MAX);
+}
 
+/* ---- munmap events -------------------------------------------------------- */
+
+struct stale_find {
+	uint64_t before;      /* mark clock of the munmap */
+	struct rt_range found;
+};
+
+/* The first range the munmap took away: purged ones (a newcomer is never
+ * purged before its munmap event is applied), or volatile ones marked
+ * before it. */
+static int find_stale(const struct rt_range *rr, void *arg)
+{
+	struct stale_find *c = arg;
+
+	if (rr->state == RT_PURGED || rr->seq < c->before) {
+		c->found = *rr;
+		return 1;
+	}
+	return 0;
+}
+
+/* The memory [a, b) was unmapped at mark clock seq: forget what was
+ * marked there before, and the entries learnt before; keep what a newer
+ * mapping at that address was given since.  Anonymous lock held. */
+static void apply_unmap(uintptr_t a, uintptr_t b, uint64_t seq)
+{
+	struct stale_find c = { .before = seq };
+	uint64_t ps = a >> vr_page_shift, pe = b >> vr_page_shift;
+
+	while (ps < pe && rt_visit(&anon_file->tree, ps, pe, find_stale, &c) == 1) {
+		rt_clear(&anon_file->tree, c.found.start, c.found.end, NULL, NULL);
+		ps = c.found.end;
+	}
+	known_trim(a, b, false, seq);
+}
+
+/* Apply the munmap events read so far.  Anonymous lock held. */
+static void drain_events(void)
+{
+	struct unmap_event ev[32];
+	size_t n;
+	bool lost;
+
+	if (!events_on)
+		return;
+	do {
+		n = unmap_events_take(ev, 32, &lost);
+		for (size_t i = 0; i < n; i++)
+			apply_unmap(ev[i].start, ev[i].end, ev[i].seq);
+		if (lost)
+			strict_sweep = true;
+	} while (n == 32);
+}
+
+enum piece { NOT_OURS, OURS, UNSURE };
+
+/*
+ * Memory at [v->start, v->end) that is not registered with us holds state:
+ * with munmap events applied, that state was given to it after the old
+ * memory there went (apply_unmap forgot the rest), so it is the memory
+ * that was marked - register it and learn it.  UNSURE while an munmap
+ * event waits to be read (its stamp would decide).
+ */
+static enum piece adopt(const struct vma *v)
+{
+	struct known k = { .start = v->start, .end = v->end };
+
+	if (!events_on || strict_sweep)
+		return NOT_OURS;
+	if (unmap_events_pending())
+		return UNSURE;
+	if (uffd_register(v->start, v->end, UFFDIO_REGISTER_MODE_WP) < 0)
+		return NOT_OURS;
+	k.wp = true;
+	known_add(&k);
+	return OURS;
+}
+
+/*
+ * Is the piece [a, e) of mapping v the anonymous memory that was marked?
+ * Registered with our userfaultfd: yes (munmap removes the registration, a
+ * new mapping never has it); a new mapping with state of its own is
+ * adopted (above).  Known but never registered (no userfaultfd, or the
+ * registration was refused): private anonymous memory inside the extent
+ * of its entry is taken for it - the weak check the design notes call out
+ * (a VMA split by mprotect passes it, and so does a new mapping inside the
+ * old extent).  *e is clipped to the entry.
+ */
+static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, bool *wp)
+{
+	struct known k;
+	enum piece p;
+
+	*wp = false;
+	if (v->shared || v->inode != 0 || is_special(v))
+		return NOT_OURS;
+	if (anon_uffd >= 0 && identity_holds(a, *e)) {
+		*wp = true;
+		return OURS;
+	}
+	if (anon_uffd >= 0 && (p = adopt(v)) != NOT_OURS) {
+		*wp = p == OURS;
+		return p;
+	}
+	/* An entry that was registered and no longer is: unmapped since. */
+	if (!known_get(a, &k) || k.file || k.wp)
+		return NOT_OURS;
+	if (*e > k.end)
+		*e = k.end;
+	return OURS;
+}
+
+/*
+ * Walk [a, b) mapping by mapping: pieces that are still ours go to fn,
+ * holes and memory that is not ours are forgotten, unsure pieces are left
+ * as they are.  Caller holds the anonymous tree's lock.
+ */
+static void walk_pieces(uintptr_t a, uintptr_t b,
+			void (*fn)(uintptr_t a, uintptr_t e, bool wp, void *arg),
+			void *arg, bool requeue_unsure)
+{
+	drain_events();
 	while (a < b) {
-		struct known k;
 		struct vma v;
 		uintptr_t e;
-		bool same;
+		bool wp;
 
-		if (vma_query(a, &v) < 0) {
-			/* Unmapped: its state is forgotten (contract 5). */
-			rt_clear(&f->tree, a >> vr_page_shift, end, NULL, NULL);
-			known_forget_anon(a, b);
+		int q = vma_query_next(a, &v);
+
+		if (q < 0 && q != -ENOENT) {
+			/* Cannot tell now: keep the state, try at a later pass. */
+			if (requeue_unsure)
+				rt_mark_volatile(&anon_file->tree, a >> vr_page_shift,
+						 b >> vr_page_shift, 0, vr_next_seq(), NULL);
 			return;
 		}
+		if (q < 0 || v.start >= b) {
+			forget_span(a, b); /* unmapped to the end */
+			return;
+		}
+		if (v.start > a) { /* a hole, then a mapping */
+			forget_span(a, v.start);
+			a = v.start;
+		}
 		e = v.end < b ? v.end : b;
-		/*
-		 * Without the registration (no userfaultfd) the best evidence
-		 * is the mapping's exact extent: anything that moved its bounds
-		 * is forgotten rather than risked.  Only an unmap and a new map
-		 * of exactly the same extent can pass unnoticed there.
-		 */
-		same = !v.shared && v.inode == 0 && !is_special(&v) &&
-		       known_get(a, &k) && !k.file &&
-		       (k.wp ? identity_holds(a, e) :
-			       v.start == k.start && v.end == k.end);
-		if (same) {
-			discard_piece(f, a, e, k.wp, freed);
-		} else {
-			rt_clear(&f->tree, a >> vr_page_shift, e >> vr_page_shift,
-				 NULL, NULL);
-			known_forget_anon(a, e);
+		switch (piece_ours(&v, a, &e, &wp)) {
+		case OURS:
+			fn(a, e, wp, arg);
+			break;
+		case NOT_OURS:
+			forget_span(a, e);
+			break;
+		case UNSURE: /* decided at a later pass */
+			if (requeue_unsure)
+				rt_mark_volatile(&anon_file->tree, a >> vr_page_shift,
+						 e >> vr_page_shift, 0, vr_next_seq(), NULL);
+			break;
 		}
 		a = e;
 	}
+}
+
+struct discard_ctx {
+	struct vfile *f;
+	uint64_t *freed;
+};
+
+static void discard_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
+{
+	struct discard_ctx *c = arg;
+
+	discard_piece(c->f, a, e, wp, c->freed);
+}
+
+void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
+{
+	struct discard_ctx c = { f, freed };
+
+	walk_pieces((uintptr_t)start << vr_page_shift, (uintptr_t)end << vr_page_shift,
+		    discard_cb, &c, true);
 }
 
 int anymap_unpoison(uint64_t start, uint64_t end)
@@ -630,8 +909,10 @@ int anymap_unpoison(uint64_t start, uint64_t end)
 	 * A check that could not be made fails the call (the pages stay
 	 * purged, the caller may ask again): markers left behind would
 	 * raise SIGBUS on memory the caller was told is its own again. */
-	if (anon_uffd < 0 || !known_get(a, &k) || !k.wp || b > k.end)
+	if (anon_uffd < 0 || !known_get(a, &k) || b > k.end)
 		return 0;
+	/* Our registration, not the table's wp flag, is the proof: a purge
+	 * may have adopted memory whose first registration failed. */
 	r = identity_check(a, b);
 	if (r <= 0)
 		return r;
@@ -646,7 +927,95 @@ int anymap_unpoison(uint64_t start, uint64_t end)
 	return madvise((void *)a, b - a, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
+/* ---- noticing what the application unmapped ------------------------------ */
+
+static void keep_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
+{
+	(void)a;
+	(void)e;
+	(void)wp;
+	(void)arg;
+}
+
+/*
+ * Forget the state of anonymous memory that is no longer there (unmapped,
+ * or replaced by a new mapping).  Only entries that hold state are asked
+ * about: one PROCMAP_QUERY and one userfaultfd ioctl per mapping.
+ */
+static int first_range(const struct rt_range *rr, void *arg)
+{
+	*(struct rt_range *)arg = *rr;
+	return 1;
+}
+
+static void sweep_anon(void)
+{
+	uint64_t vol, purged;
+	struct rt_range rr;
+	uintptr_t a = 0;
+	struct known k;
+
+	if (!anon_file || vfile_lock(anon_file) < 0)
+		return;
+	drain_events();
+	if (strict_sweep) {
+		/* Events were lost: every range is checked, registrations only. */
+		uint64_t p = 0;
+
+		while (rt_visit(&anon_file->tree, p, UINT64_MAX >> 1, first_range, &rr) == 1) {
+			walk_pieces(rr.start << vr_page_shift, rr.end << vr_page_shift,
+				    keep_cb, NULL, false);
+			p = rr.end;
+		}
+		strict_sweep = false;
+	}
+	while (known_next(a, false, &k)) {
+		vol = purged = 0;
+		if (rt_count(&anon_file->tree, k.start >> vr_page_shift,
+			     k.end >> vr_page_shift, &vol, &purged) == 0 && vol + purged)
+			walk_pieces(k.start, k.end, keep_cb, NULL, false);
+		a = k.end;
+	}
+	vfile_unlock(anon_file);
+}
+
+/* Forget file entries whose address holds something else now (their
+ * reference to the file goes with them). */
+static void sweep_files(void)
+{
+	uintptr_t a = 0;
+	struct known k;
+
+	while (known_next(a, true, &k)) {
+		if (!file_map_holds(&k, k.start, k.end))
+			known_trim(k.start, k.end, true, UINT64_MAX);
+		a = k.end;
+	}
+}
+
+void anymap_sweep(void)
+{
+	if (!atomic_load_explicit(&anon_ready, memory_order_acquire))
+		return;
+	sweep_files();
+	sweep_anon();
+	vfile_sweep_orphans();
+}
+
 /* ---- fork ---------------------------------------------------------------- */
+
+/*
+ * Before fork: the child zaps the anonymous ranges recorded purged (their
+ * poison markers), so they must be the memory that was purged, not a new
+ * mapping at its address.  Checked here, in the parent, where the
+ * registrations still tell; the child has none.  Runs before the
+ * library's own prepare handler takes its locks.
+ */
+static void anon_before_fork(void)
+{
+	if (anon_file && anon_uffd >= 0 && rt_purged_pages(&anon_file->tree))
+		sweep_anon();
+}
 
 static int child_clear_purged(const struct rt_range *rr, void *arg)
 {
@@ -661,26 +1030,38 @@ static int child_clear_purged(const struct rt_range *rr, void *arg)
 /*
  * The child's copy of private anonymous memory is ordinary memory with no
  * library state (contract 5): pages the parent had purged read zeros and
- * never signal; its userfaultfd registrations did not survive fork.
+ * never signal; its userfaultfd registrations did not survive fork.  Its
+ * MAP_SHARED mappings are the parent's, of the same files: those entries
+ * stay, with their references, so the child's purges and stats reach the
+ * files it knows only through a mapping.
  */
 static void anon_child_after_fork(void)
 {
 	struct seq_array *t = atomic_load(&ktab);
 	uint32_t seq = atomic_load(&known_seq.seq);
+	struct known *e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
+	size_t i, j;
 
-	/* A writer of the parent may have been mid-change: the child empties
-	 * the table below, so a fresh lock and an even sequence are right. */
+	/* A writer of the parent may have been mid-change: the prepare
+	 * handler does not hold known_write, so a fresh lock and an even
+	 * sequence are right (the child is single-threaded). */
 	pthread_mutex_init(&known_write, NULL);
 	atomic_store(&known_seq.seq, (seq + 1) & ~1u);
+	vma_query_forget();
+	unmap_events_forget();
+	events_on = false;
+	strict_sweep = false;
 	if (!anon_file)
 		return;
-	rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
+	/* Poison markers exist only where a userfaultfd of ours put them. */
+	if (anon_uffd >= 0)
+		rt_visit(&anon_file->tree, 0, UINT64_MAX >> 1, child_clear_purged, NULL);
 	rt_clear(&anon_file->tree, 0, UINT64_MAX >> 1, NULL, NULL);
-	for (size_t i = 0; t && i < t->n; i++)
-		if (SEQ_ARRAY_AT(t, struct known)[i].file)
-			vfile_put(SEQ_ARRAY_AT(t, struct known)[i].file);
+	for (i = j = 0; t && i < t->n; i++)
+		if (e[i].file)
+			e[j++] = e[i];
 	if (t)
-		t->n = 0;
+		t->n = j;
 	if (anon_uffd >= 0)
 		close(anon_uffd);
 	anon_uffd = -1;

@@ -31,4 +31,14 @@ void anymap_discard(struct vfile *f, uint64_t start, uint64_t end,
  * caller keeps them purged).  Async-signal-safe. */
 int anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
 
+/*
+ * Notice what the application unmapped or replaced since: file entries
+ * whose address maps something else are dropped (with their reference),
+ * anonymous state of memory that is gone is forgotten, and files nothing
+ * refers to any more are let go (vfile_sweep_orphans).  Run at the start
+ * of every purge pass and by vrange_get_stats(); takes no lock the caller
+ * may hold, except that the purge engine's may be held.
+ */
+void anymap_sweep(void) VR_HIDDEN;
+
 #endif

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "env.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -36,11 +37,17 @@ static pthread_once_t full_once = PTHREAD_ONCE_INIT;
  * cache line every marking thread writes: two threads marking their own
  * regions would run no faster than one.  Uniqueness is not needed - equal
  * stamps only mean "marked at the same moment"; the purge order breaks
- * ties by address - and a thread's count never runs ahead of real time
- * (each mark takes far longer than the nanosecond it adds), which is what
- * vr_seq_barrier() relies on.
+ * ties by address.  What is needed is an order across threads at a few
+ * moments (a purge pass starts, the application unmapped memory): a
+ * barrier stamp is later than every stamp taken before it, in any thread,
+ * and earlier than every stamp taken after it.  Before: a thread's count
+ * never runs ahead of the precise clock (each mark takes far longer than
+ * the nanosecond it adds).  After: every stamp is above the last barrier's
+ * (seq_floor, a line only barriers write, so marking threads only read it
+ * and it stays in their caches).
  */
 static __thread uint64_t seq_last __attribute__((tls_model("initial-exec")));
+static _Alignas(64) _Atomic uint64_t seq_floor;
 
 static uint64_t clock_ns(clockid_t id)
 {
@@ -50,22 +57,32 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t vr_next_seq(void)
+static uint64_t stamp_after(uint64_t now)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+	uint64_t floor = atomic_load_explicit(&seq_floor, memory_order_acquire);
 
+	if (now <= floor)
+		now = floor + 1;
 	seq_last = now > seq_last ? now : seq_last + 1;
 	return seq_last;
 }
 
-/* The precise clock is at or past every thread's stamp: a coarse tick
- * plus the count of marks made since it (see above). */
+uint64_t vr_next_seq(void)
+{
+	return stamp_after(clock_ns(CLOCK_MONOTONIC_COARSE));
+}
+
 uint64_t vr_seq_barrier(void)
 {
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t stamp = stamp_after(clock_ns(CLOCK_MONOTONIC));
+	uint64_t cur = atomic_load_explicit(&seq_floor, memory_order_relaxed);
 
-	seq_last = now > seq_last ? now : seq_last + 1;
-	return seq_last;
+	while (cur < stamp &&
+	       !atomic_compare_exchange_weak_explicit(&seq_floor, &cur, stamp,
+						      memory_order_seq_cst,
+						      memory_order_relaxed))
+		;
+	return stamp;
 }
 
 int vr_parse_size(const char *s, size_t *out)
@@ -139,9 +156,11 @@ static void read_env(void)
 	}
 }
 
-/* Lock order: purge engine, file registry and files, region table. */
+/* Lock order: the cache list, purge engine, file registry and files,
+ * region table. */
 static void fork_prepare(void)
 {
+	cache_fork_prepare();
 	purge_fork_prepare();
 	vfile_fork_prepare();
 	region_fork_prepare();
@@ -152,6 +171,7 @@ static void fork_parent(void)
 	region_fork_parent();
 	vfile_fork_done();
 	purge_fork_done();
+	cache_fork_parent();
 }
 
 static void fork_child(void)
@@ -159,6 +179,7 @@ static void fork_child(void)
 	region_fork_child();
 	vfile_fork_child();
 	purge_fork_done();
+	cache_fork_child();
 }
 
 static void init_basic_once(void)

@@ -15,6 +15,7 @@
 #include <execinfo.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,6 +38,8 @@
 	X(CALLOC, "calloc", ENOMEM)                                            \
 	X(STRDUP, "strdup", ENOMEM)                                            \
 	X(ASPRINTF, "asprintf", ENOMEM)                                        \
+	X(REALLOC, "realloc", ENOMEM)                                          \
+	X(ALIGNED_ALLOC, "aligned_alloc", ENOMEM)                              \
 	X(MEMFD_CREATE, "memfd_create", EMFILE, ENOMEM)                        \
 	X(FTRUNCATE, "ftruncate", EINTR, ENOSPC)                               \
 	X(MMAP, "mmap", ENOMEM, EAGAIN)                                        \
@@ -58,7 +61,7 @@
 	X(IOC_WRITEPROTECT, "ioctl:UFFDIO_WRITEPROTECT", EAGAIN, ENOMEM)       \
 	X(IOC_POISON, "ioctl:UFFDIO_POISON", EAGAIN, ENOMEM)                   \
 	X(IOC_UFFD_OTHER, "ioctl:UFFDIO_other", ENOMEM)                        \
-	X(IOC_PROCMAP, "ioctl:PROCMAP_QUERY", ENOMEM, ENOENT)                  \
+	X(IOC_PROCMAP, "ioctl:PROCMAP_QUERY", ENOMEM, EINTR)                   \
 	X(IOC_OTHER, "ioctl:other", EINVAL)                                    \
 	X(OPEN, "open", EMFILE, ENOENT, EACCES, EINTR)                         \
 	X(READ, "read", EINTR, EIO, EAGAIN)                                    \
@@ -73,6 +76,9 @@
 	X(FSTATFS, "fstatfs", ENOMEM, EIO)                                     \
 	X(PIPE2, "pipe2", EMFILE, ENFILE)                                      \
 	X(OPENDIR, "opendir", EMFILE, ENOMEM)                                  \
+	X(FOPEN, "fopen", EMFILE, ENOMEM)                                      \
+	X(STAT, "stat", ENOMEM, EACCES)                                        \
+	X(SEM_WAIT, "sem_wait", EINTR)                                         \
 	X(FGETXATTR, "fgetxattr", EIO, ENOMEM)                                 \
 	X(FSETXATTR, "fsetxattr", ENOSPC, EPERM)                               \
 	X(FDOPEN, "fdopen", ENOMEM)                                            \
@@ -560,6 +566,60 @@ DIR *__wrap_opendir(const char *path)
 		return NULL;
 	}
 	return __real_opendir(path);
+}
+
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+FILE *__real_fopen64(const char *path, const char *mode);
+int __real_stat64(const char *path, struct stat64 *st);
+int __real_sem_wait(sem_t *sem);
+WRAP_HIDDEN void *__wrap_realloc(void *p, size_t n);
+WRAP_HIDDEN void *__wrap_aligned_alloc(size_t align, size_t n);
+WRAP_HIDDEN FILE *__wrap_fopen64(const char *path, const char *mode);
+WRAP_HIDDEN int __wrap_stat64(const char *path, struct stat64 *st);
+WRAP_HIDDEN int __wrap_sem_wait(sem_t *sem);
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	int e;
+
+	if (hit(S_REALLOC, &e)) {
+		errno = e; /* p stays valid, as with a real failure */
+		return NULL;
+	}
+	return __real_realloc(p, n);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t n)
+{
+	int e;
+
+	if (hit(S_ALIGNED_ALLOC, &e)) {
+		errno = e;
+		return NULL;
+	}
+	return __real_aligned_alloc(align, n);
+}
+
+FILE *__wrap_fopen64(const char *path, const char *mode)
+{
+	int e;
+
+	if (hit(S_FOPEN, &e)) {
+		errno = e;
+		return NULL;
+	}
+	return __real_fopen64(path, mode);
+}
+
+int __wrap_stat64(const char *path, struct stat64 *st)
+{
+	FAIL_OR(S_STAT, __real_stat64(path, st));
+}
+
+int __wrap_sem_wait(sem_t *sem)
+{
+	FAIL_OR(S_SEM_WAIT, __real_sem_wait(sem));
 }
 
 int __wrap_nanosleep(const struct timespec *t, struct timespec *rem)

@@ -88,13 +88,14 @@ static int arena_create(struct vfile *f)
  * allows it, so nothing we do moves the application's file offset; else a
  * dup of a descriptor that is open for writing (punching needs that).
  */
-static int own_descriptor(int fd)
+static int own_descriptor(int fd, bool *own_ofd)
 {
 	char path[64];
 	int nfd, fl;
 
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	nfd = open(path, O_RDWR | O_CLOEXEC);
+	*own_ofd = nfd >= 0;
 	if (nfd >= 0)
 		return nfd;
 	fl = fcntl(fd, F_GETFL);
@@ -130,7 +131,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	f->ino = st->st_ino;
 	f->refs = 1;
 	pthread_mutex_init(&f->lock, NULL);
-	r = own_descriptor(fd);
+	r = own_descriptor(fd, &f->own_ofd);
 	if (r < 0)
 		goto fail;
 	f->fd = r;
@@ -212,25 +213,98 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	return r;
 }
 
-void vfile_put(struct vfile *f)
+void vfile_ref(struct vfile *f)
 {
-	struct vfile **pp;
+	atomic_fetch_add(&f->refs, 1);
+}
 
-	if (!f)
-		return;
+void vfile_note_app_mapped(struct vfile *f)
+{
 	pthread_mutex_lock(&registry_lock);
-	if (--f->refs > 0) {
-		pthread_mutex_unlock(&registry_lock);
-		return;
+	f->app_mapped = true;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static bool has_state(struct vfile *f)
+{
+	bool any = true; /* a lock that cannot be had: assume there is */
+
+	if (vfile_lock(f) == 0) {
+		any = rt_volatile_pages(&f->tree) + rt_purged_pages(&f->tree) > 0;
+		vfile_unlock(f);
 	}
-	for (pp = &registry; *pp; pp = &(*pp)->next) {
+	return any;
+}
+
+/*
+ * Can nobody but us reach the file any more?  It has no name, and a write
+ * lease - refused while any other open file description of the file is
+ * open for writing, the application's mappings' included - can be had on
+ * our own.  The lease is let go at once; it has no owner to signal.  Any
+ * doubt (a descriptor that is a dup, no lease rights) says "reachable".
+ */
+static bool file_unreachable(struct vfile *f)
+{
+	struct stat st;
+	bool gone;
+
+	if (!f->own_ofd || fstat(f->fd, &st) < 0 || st.st_nlink > 0)
+		return false;
+	gone = fcntl(f->fd, F_SETLEASE, F_WRLCK) == 0;
+	if (gone)
+		fcntl(f->fd, F_SETLEASE, F_UNLCK);
+	return gone;
+}
+
+/* Keep f, reference-less, for the state that belongs to its file?
+ * Registry lock held. */
+static bool keep_orphan(struct vfile *f)
+{
+	return f->app_mapped && !f->anon && has_state(f) && !file_unreachable(f);
+}
+
+static void registry_unlink(struct vfile *f)
+{
+	for (struct vfile **pp = &registry; *pp; pp = &(*pp)->next) {
 		if (*pp == f) {
 			*pp = f->next;
 			break;
 		}
 	}
+}
+
+void vfile_put(struct vfile *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&registry_lock);
+	if (atomic_fetch_sub(&f->refs, 1) > 1 || keep_orphan(f)) {
+		pthread_mutex_unlock(&registry_lock);
+		return;
+	}
+	registry_unlink(f);
 	pthread_mutex_unlock(&registry_lock);
 	vfile_free(f);
+}
+
+void vfile_sweep_orphans(void)
+{
+	struct vfile *dead = NULL, *f, *next;
+
+	pthread_mutex_lock(&registry_lock);
+	for (f = registry; f; f = next) {
+		next = f->next;
+		if (atomic_load(&f->refs) == 0 && !keep_orphan(f)) {
+			registry_unlink(f);
+			f->next = dead;
+			dead = f;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	for (f = dead; f; f = next) {
+		next = f->next;
+		vfile_free(f);
+	}
 }
 
 /* A foreign file's tree lock is never legitimately held this long. */
@@ -442,6 +516,17 @@ static int arm_all(struct vfile *f, size_t off, size_t len)
 	return 0;
 }
 
+/* Does f->fd still name f's file?  Its allocated bytes, too (one fstat). */
+static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
+{
+	struct stat st;
+
+	if (fstat(f->fd, &st) < 0 || st.st_dev != f->dev || st.st_ino != f->ino)
+		return false;
+	*bytes = (uint64_t)st.st_blocks * 512;
+	return true;
+}
+
 /*
  * Pages [start, end) of a library or application file, already recorded
  * RT_PURGED: arm the SIGBUS-mode mappings, punch, poison and disarm them.
@@ -466,17 +551,10 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 			uffd_after_discard(m, off, len < m->size - off ? len : m->size - off);
 }
 
-static bool older(const struct rt_range *a, const struct rt_range *b)
-{
-	if (a->prio != b->prio)
-		return a->prio < b->prio;
-	return a->seq < b->seq;
-}
-
 /* May range r join a batch that must stay ahead of lim in purge order? */
 static bool may_take(const struct rt_range *r, const struct purge_limit *lim)
 {
-	return r->seq <= lim->max_seq && (!lim->other || !older(&lim->other_oldest, r));
+	return r->seq <= lim->max_seq && (!lim->other || !vfile_older(&lim->other_oldest, r));
 }
 
 /* The ranges of one purge step, in the order they were taken. */
@@ -522,7 +600,7 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 			 uint64_t max_pages, const struct purge_limit *lim,
 			 uint64_t *freed, uint64_t *pages)
 {
-	uint64_t left = VFILE_CHUNK_BYTES >> vr_page_shift, before, after;
+	uint64_t left = VFILE_CHUNK_BYTES >> vr_page_shift, before, after, n;
 	struct rt_range rr = *first;
 	struct batch b;
 	int r;
@@ -530,10 +608,21 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 	if (left > max_pages)
 		left = max_pages;
 	b.n = 0;
-	before = allocated_bytes(f->fd);
+	/* Our descriptor is a number the application could close behind our
+	 * back (a double close) and reopen as another file: punch only the
+	 * file it still names.  The pages are still recorded purged: nothing
+	 * is reported INTACT that was not kept, and nothing else is touched. */
+	if (!own_fd_is_file(f, &before)) {
+		vr_debug("the descriptor of file %lu names another file now: not punched",
+			 (unsigned long)f->ino);
+		n = rr.end - rr.start < left ? rr.end - rr.start : left;
+		r = rt_mark_purged(&f->tree, rr.start, rr.start + n, NULL);
+		if (r == 0)
+			*pages += n;
+		return r;
+	}
 	for (;;) {
-		uint64_t n = rr.end - rr.start < left ? rr.end - rr.start : left;
-
+		n = rr.end - rr.start < left ? rr.end - rr.start : left;
 		r = rt_mark_purged(&f->tree, rr.start, rr.start + n, NULL);
 		if (r < 0)
 			break;
@@ -608,35 +697,28 @@ out:
 	return r;
 }
 
-struct vfile *vfile_pick_oldest(struct rt_range *oldest, struct rt_range *runner_up,
-				bool *has_runner_up)
+ssize_t vfile_oldest_all(struct purge_cand **out)
 {
-	struct vfile *best = NULL;
-	struct rt_range best_r = { 0 }, rr;
+	struct purge_cand *v;
+	size_t n = 0, cap = 0;
+	struct rt_range rr;
 
-	*has_runner_up = false;
 	pthread_mutex_lock(&registry_lock);
-	for (struct vfile *f = registry; f; f = f->next) {
+	for (struct vfile *f = registry; f; f = f->next)
+		cap++;
+	v = malloc((cap ? cap : 1) * sizeof(*v));
+	for (struct vfile *f = registry; v && f; f = f->next) {
 		if (vfile_peek_oldest(f, &rr) <= 0)
 			continue;
-		if (!best || older(&rr, &best_r)) {
-			if (best) {
-				*runner_up = best_r;
-				*has_runner_up = true;
-			}
-			best = f;
-			best_r = rr;
-		} else if (!*has_runner_up || older(&rr, runner_up)) {
-			*runner_up = rr;
-			*has_runner_up = true;
-		}
-	}
-	if (best) {
-		best->refs++;
-		*oldest = best_r;
+		f->refs++;
+		v[n].f = f;
+		v[n++].oldest = rr;
 	}
 	pthread_mutex_unlock(&registry_lock);
-	return best;
+	if (!v)
+		return -ENOMEM;
+	*out = v;
+	return (ssize_t)n;
 }
 
 void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,

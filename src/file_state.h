@@ -49,7 +49,11 @@ struct vfile {
 	dev_t dev;
 	ino_t ino;
 	int fd;                   /* our own O_RDWR descriptor, for punching */
-	unsigned int refs;        /* regions + file layer; registry lock */
+	bool own_ofd;             /* fd is an open file description of ours,
+				   * not a dup of the application's */
+	_Atomic unsigned int refs; /* regions, file layer, known mappings;
+				   * reaching 0 under the registry lock */
+	bool app_mapped;          /* seen through an application mapping */
 	bool fd_layer;            /* the file layer holds a reference */
 	pthread_mutex_t lock;     /* the mapping list (with the tree lock) */
 	struct shared_lock tree_lock; /* the tree of a foreign file */
@@ -86,8 +90,25 @@ int vfile_reserve(struct vfile *f, uint32_t n) VR_HIDDEN;
 /* Find an existing vfile without creating one; takes a reference. NULL if none. */
 struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
 
-/* Drop a reference; the last one frees the vfile. */
+/* One more reference, by a holder that has one already. */
+void vfile_ref(struct vfile *f) VR_HIDDEN;
+
+/*
+ * Drop a reference.  The last one frees the vfile - unless the file was
+ * seen through an application mapping, still holds state (volatile or
+ * purged ranges) and may still be reached (it has a name, or another open
+ * file description): then it stays in the registry without references (an
+ * orphan), so the state is the file's again when it is met next (contract
+ * 1), until vfile_sweep_orphans() finds it unreachable.
+ */
 void vfile_put(struct vfile *f) VR_HIDDEN;
+
+/* The file was met through an application mapping (any_mapping.c). */
+void vfile_note_app_mapped(struct vfile *f) VR_HIDDEN;
+
+/* Free the orphans that hold no state any more or that nobody else can
+ * reach (unlinked and no other open file description for writing). */
+void vfile_sweep_orphans(void) VR_HIDDEN;
 
 /* Take the file's tree lock (0) - a library file's shared lock, else its
  * own - or report a lock that cannot be had (-EIO). */
@@ -127,11 +148,23 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages) VR_HIDDEN;
 
-/* The file whose oldest volatile range comes first in the global purge
- * order, with a reference taken; NULL when nothing is volatile anywhere.
- * *runner_up: the oldest range of every other file, if any. */
-struct vfile *vfile_pick_oldest(struct rt_range *oldest, struct rt_range *runner_up,
-				bool *has_runner_up) VR_HIDDEN;
+/* Is a before b in the purge order: lower priority, then marked earlier? */
+static inline bool vfile_older(const struct rt_range *a, const struct rt_range *b)
+{
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	return a->seq < b->seq;
+}
+
+/* A file with something volatile, and its oldest range then. */
+struct purge_cand {
+	struct vfile *f; /* a reference taken */
+	struct rt_range oldest;
+};
+
+/* Every file with something volatile, each with a reference taken: the
+ * count (and *out, to free), or -ENOMEM. */
+ssize_t vfile_oldest_all(struct purge_cand **out) VR_HIDDEN;
 
 /* The file layer starts keeping state for f: it takes its own reference. */
 int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;

@@ -10,7 +10,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "any_mapping.h"
+#include "cache.h"
 #include "file_state.h"
 #include "purge.h"
 #include "region.h"
@@ -20,41 +23,100 @@
 static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
 
+/* The files of one pass as a binary min-heap on their oldest range: the
+ * next step's file in O(log files), not a walk over every file. */
+static void sift_down(struct purge_cand *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t m = i, l = 2 * i + 1, r = l + 1;
+		struct purge_cand t;
+
+		if (l < n && vfile_older(&h[l].oldest, &h[m].oldest))
+			m = l;
+		if (r < n && vfile_older(&h[r].oldest, &h[m].oldest))
+			m = r;
+		if (m == i)
+			return;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* After the top file's step: its new oldest range, or out of the heap. */
+static void rekey_top(struct purge_cand *h, size_t *n)
+{
+	if (vfile_peek_oldest(h[0].f, &h[0].oldest) <= 0) {
+		vfile_put(h[0].f);
+		h[0] = h[--*n];
+	}
+	sift_down(h, *n, 0);
+}
+
+/* The limit a step on the top file must stay within: the pass's start and
+ * the oldest range of every other file (the top's children). */
+static void step_limit(const struct purge_cand *h, size_t n, uint64_t pass_start,
+		       struct purge_limit *lim)
+{
+	lim->max_seq = pass_start;
+	lim->other = n > 1;
+	if (n > 1)
+		lim->other_oldest = h[1].oldest;
+	if (n > 2 && vfile_older(&h[2].oldest, &h[1].oldest))
+		lim->other_oldest = h[2].oldest;
+}
+
 uint64_t purge_run(uint64_t bytes)
 {
 	uint64_t freed = 0, pages = 0, pass_start;
-	struct rt_range oldest;
+	struct purge_cand *h = NULL;
 	struct purge_limit lim;
+	struct rt_range now;
+	ssize_t got;
+	size_t n;
 
 	if (bytes == 0)
 		return 0;
 	vr_init_basic();
+	/* Caches defer making released values volatile: not past a purge. */
+	cache_flush_all();
 	pthread_mutex_lock(&purge_lock);
+	/* What the application unmapped since is forgotten, not purged. */
+	anymap_sweep();
 	/*
 	 * A pass considers what was volatile when it began: anonymous pages
 	 * that held no data are put back at the end of the order, and must
-	 * not be met again in the same pass.
+	 * not be met again in the same pass.  Files that gain their first
+	 * volatile range meanwhile hold only later marks.
 	 */
 	pass_start = vr_seq_barrier();
-	while (freed < bytes) {
+	got = vfile_oldest_all(&h);
+	n = got > 0 ? (size_t)got : 0;
+	for (size_t i = n / 2; i-- > 0;)
+		sift_down(h, n, i);
+	while (freed < bytes && n) {
 		uint64_t left = bytes - freed;
 		/* Round up to pages without wrapping for bytes near SIZE_MAX. */
 		uint64_t want = (left >> vr_page_shift) + ((left & (vr_page_size - 1)) != 0);
-		struct vfile *f = vfile_pick_oldest(&oldest, &lim.other_oldest, &lim.other);
-		int r;
 
-		if (!f)
-			break;
-		if (oldest.seq > pass_start) {
-			vfile_put(f);
-			break;
+		/* Unmarked since the heap learnt it: take the file's key now. */
+		if (vfile_peek_oldest(h[0].f, &now) != 1 ||
+		    now.seq != h[0].oldest.seq || now.prio != h[0].oldest.prio ||
+		    now.start != h[0].oldest.start) {
+			rekey_top(h, &n);
+			continue;
 		}
-		lim.max_seq = pass_start;
-		r = vfile_purge_oldest(f, want ? want : 1, &lim, &freed, &pages);
-		vfile_put(f);
-		if (r < 0)
+		if (h[0].oldest.seq > pass_start)
 			break;
+		step_limit(h, n, pass_start, &lim);
+		if (vfile_purge_oldest(h[0].f, want ? want : 1, &lim, &freed, &pages) < 0)
+			break;
+		rekey_top(h, &n);
 	}
+	while (n)
+		vfile_put(h[--n].f);
+	free(h);
 	atomic_fetch_add(&n_purges, 1);
 	atomic_fetch_add(&n_purged_total, freed);
 	pthread_mutex_unlock(&purge_lock);

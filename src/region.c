@@ -47,6 +47,12 @@ int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 {
 	uint64_t mask = vr_page_size - 1, last;
 
+	/* Nothing asked, nothing touched, wherever off points: rounding an
+	 * empty range outward would name the page around off. */
+	if (len == 0) {
+		*start = *end = 0;
+		return 0;
+	}
 	if (off > UINT64_MAX - len || off + len > size)
 		return -EINVAL;
 	last = off + len;
@@ -206,6 +212,12 @@ static int region_open(int fd, size_t size, unsigned int access,
 		sigbus_fixup_install();
 	r->map.region = r;
 	vfile_add_map(r->file, &r->map);
+	/* Pages purged before this mapping existed must signal in it too.
+	 * Nobody can touch it yet (not returned, not in the table). */
+	if (r->map.sigbus && vfile_lock(r->file) == 0) {
+		uffd_map_joined(&r->map, &r->file->tree);
+		vfile_unlock(r->file);
+	}
 	ret = table_insert(r);
 	if (ret < 0)
 		goto fail_file;
@@ -273,12 +285,14 @@ int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
 	size_t rsize;
 	int ret, nfd;
 
-	vr_init();
 	if (!out)
 		return -EINVAL;
+	/* Before start-up can open a descriptor in a number the caller has
+	 * just closed (see fd_layer_begin in vrange.c). */
 	ret = shmem_check_fd(fd, &st);
 	if (ret < 0)
 		return ret;
+	vr_init();
 	ret = choose_access(flags, &access);
 	if (ret < 0)
 		return ret;

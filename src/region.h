@@ -31,7 +31,8 @@ struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly) 
 uint64_t region_count(void) VR_HIDDEN;
 
 /* Check the byte range [off, off+len) against size; round to pages.
- * inward: whole pages only (marking volatile); else outward.  0 / -EINVAL. */
+ * inward: whole pages only (marking volatile); else outward.  len 0 is an
+ * empty range (start == end) whatever off is.  0 / -EINVAL. */
 int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 		  uint64_t *start, uint64_t *end) VR_HIDDEN;
 

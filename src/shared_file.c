@@ -22,15 +22,17 @@
 #include "shared_file.h"
 #include "shared_lock.h"
 
-#define VSHARED_MAGIC "libvrange-state4"
-#define VSHARED_VERSION 4u
+#define VSHARED_MAGIC "libvrange-state5"
+#define VSHARED_VERSION 5u
 #define XATTR_NAME "user.vrange"
-#define XATTR_MAGIC "vrange4"
+#define XATTR_MAGIC "vrange5"
 #define MAX_HOLDERS 16
 /* Extra arena slots beyond one per page, so a full tree can still split. */
 #define ARENA_SLACK 16u
 /* How long a lock holder may keep others waiting before they give up. */
 #define LOCK_TIMEOUT_MS 2000
+/* How long once it did: enough for a holder that runs to let go. */
+#define WEDGED_WAIT_MS 50
 
 struct vshared_hdr {
 	char magic[16];
@@ -248,6 +250,27 @@ static int open_holder(const struct vshared_xattr *x, uint32_t i)
 	return mfd;
 }
 
+/*
+ * Does holder i still hold the metadata?  Its pid may belong to a zombie
+ * (its descriptors are closed already) or to a process that reused the
+ * pid, and its fd number to another file: ask what /proc/<pid>/fd/<fd>
+ * is.  Where that may not be looked at, only whether the pid exists.
+ */
+static bool holder_holds(const struct vshared_xattr *x, uint32_t i)
+{
+	char path[64];
+	struct stat st;
+
+	if (x->h[i].pid <= 0 || x->h[i].fd < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)x->h[i].pid, (int)x->h[i].fd);
+	if (stat(path, &st) == 0)
+		return (uint64_t)st.st_dev == x->meta_dev && (uint64_t)st.st_ino == x->meta_ino;
+	if (errno == EACCES || errno == EPERM)
+		return kill(x->h[i].pid, 0) == 0 || errno == EPERM;
+	return false;
+}
+
 /* Rewrite the holder list: drop the dead and stale, add this process. */
 static void register_holder(int fd, struct vshared *s)
 {
@@ -259,7 +282,7 @@ static void register_holder(int fd, struct vshared *s)
 	out = x;
 	out.nholders = 0;
 	for (i = 0; i < x.nholders && out.nholders < MAX_HOLDERS - 1; i++) {
-		if (x.h[i].pid == getpid() || kill(x.h[i].pid, 0) < 0)
+		if (x.h[i].pid == getpid() || !holder_holds(&x, i))
 			continue;
 		out.h[out.nholders++] = x.h[i];
 	}
@@ -402,16 +425,21 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 
 int vshared_lock_slow(struct vshared *s, struct rt_tree *tree)
 {
+	bool wedged;
 	int r;
 
-	/* A lock that was held past the timeout once is not waited for again:
-	 * every call would otherwise stall (a hostile or stopped holder). */
-	if (atomic_load_explicit(&s->wedged, memory_order_relaxed))
-		return -EIO;
-	r = shared_lock_acquire(s->lock, LOCK_TIMEOUT_MS);
-	if (r < 0) {
+	/* A lock that was held past the timeout once is not waited for that
+	 * long again (every call would stall behind a hostile or stopped
+	 * holder), only briefly: the wedge lasts as long as its cause, and
+	 * ends with the first call that gets the lock. */
+	wedged = atomic_load_explicit(&s->wedged, memory_order_relaxed);
+	r = shared_lock_acquire(s->lock, wedged ? WEDGED_WAIT_MS : LOCK_TIMEOUT_MS);
+	if (r < 0 && !wedged) {
 		vr_debug("shared state locked for %d ms: giving up on it", LOCK_TIMEOUT_MS);
 		atomic_store_explicit(&s->wedged, true, memory_order_relaxed);
+	} else if (r >= 0 && wedged) {
+		vr_debug("shared state lock free again");
+		atomic_store_explicit(&s->wedged, false, memory_order_relaxed);
 	}
 	if (r == 1 && recover(s, tree) < 0) {
 		shared_lock_release(s->lock);

@@ -42,7 +42,8 @@ struct vshared {
 	uint64_t user_size;      /* bytes of user data (not page-rounded) */
 	uint64_t user_pages;     /* pages the tree may hold */
 	uint64_t arena_bytes;    /* local copy: never trust the header's */
-	_Atomic bool wedged;     /* its lock timed out: -EIO from now on */
+	_Atomic bool wedged;     /* its lock timed out: wait only briefly
+	                          * until a call gets it again */
 	_Atomic bool contended;  /* someone waited at the last unlock */
 };
 
@@ -74,20 +75,21 @@ int vshared_open(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 void vshared_close(struct vshared *s) VR_HIDDEN;
 
 /*
- * The process-shared lock (shared_lock.h).  A holder that died is
- * recovered from: the tree
- * is checked, and if the death left it inconsistent it is reset to one
- * conservative state (every page "purged": nothing is ever reported INTACT
- * that might not be, and nothing is discarded).  A lock that cannot be had
- * within two seconds (a hostile or stopped holder) is -EIO, then and for
- * every later call on the file in this process.
+ * The process-shared lock (shared_lock.h).  A holder that died (reaped or
+ * still a zombie) is recovered from: the tree is checked, and if the death
+ * left it inconsistent it is reset to one conservative state (every page
+ * "purged": nothing is ever reported INTACT that might not be, and nothing
+ * is discarded).  A lock that cannot be had within two seconds (a hostile
+ * or stopped holder) is -EIO; later calls on the file in this process wait
+ * for it only briefly (-EIO again while that lasts), and the first one that
+ * gets it ends the wedge.
  */
 int vshared_lock_slow(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 
 /* Inline: marking takes this lock twice per mark/unmark pair. */
 static inline int vshared_lock(struct vshared *s, struct rt_tree *tree)
 {
-	uint32_t cur = 0, me = shared_lock_tid;
+	uint64_t cur = 0, me = shared_lock_me;
 
 	if (me && !atomic_load_explicit(&s->wedged, memory_order_relaxed) &&
 	    atomic_compare_exchange_strong_explicit(&s->lock->word, &cur, me,

@@ -4,13 +4,17 @@
  * survives both a holder that dies and a lock word that was scribbled on
  * (internal).
  *
- * The word holds the owner's thread id (0 = free) and a waiters bit.  A
- * waiter sleeps on the futex in short slices and, between them, asks the
- * kernel whether the owner still exists; a dead owner's lock is taken over
- * and the taker is told so (the data it guards may be torn).  Any value in
- * the word is just a thread id that does not exist, or one that does: the
- * first is taken over, the second times out.  Nothing can crash.
- * Acquiring uncontended is one compare-and-swap; releasing, one exchange.
+ * The word holds the owner's thread id (0 = free), a waiters bit, and in
+ * its upper half a tag of the owner thread's start time.  A waiter sleeps
+ * on the futex (the lower half) in short slices and, between them, asks
+ * the kernel whether the owner is still running: a thread id that no
+ * longer exists, that names a zombie (dead, not yet reaped), or that names
+ * a thread started at another time (the id was reused) is a dead owner.
+ * A dead owner's lock is taken over and the taker is told so (the data it
+ * guards may be torn).  Any value in the word is just a thread that is not
+ * running, or one that is: the first is taken over, the second times out.
+ * Nothing can crash.  Acquiring uncontended is one compare-and-swap;
+ * releasing, one exchange; neither makes a system call.
  */
 #ifndef VRANGE_SHARED_LOCK_H
 #define VRANGE_SHARED_LOCK_H
@@ -22,13 +26,18 @@
 #include "env.h"
 
 struct shared_lock {
-	_Atomic uint32_t word;
+	/* bits 0-29 owner tid, 31 waiters (the futex word is this half);
+	 * bits 32-63 the owner's start-time tag, 0 = unknown. */
+	_Atomic uint64_t word;
 };
 
 #define SHARED_LOCK_WAITERS 0x80000000u
 
-/* This thread's id, cached (reset in a fork child); 0 until first asked. */
-extern __thread uint32_t shared_lock_tid __attribute__((tls_model("initial-exec"))) VR_HIDDEN;
+/*
+ * This thread's lock word value (tid | tag << 32), cached per thread
+ * (reset in a fork child); 0 until first computed on a slow path.
+ */
+extern __thread uint64_t shared_lock_me __attribute__((tls_model("initial-exec"))) VR_HIDDEN;
 
 int shared_lock_acquire_slow(struct shared_lock *l, unsigned int timeout_ms) VR_HIDDEN;
 void shared_lock_wake(struct shared_lock *l) VR_HIDDEN;
@@ -40,7 +49,7 @@ void shared_lock_wake(struct shared_lock *l) VR_HIDDEN;
  */
 static inline int shared_lock_acquire(struct shared_lock *l, unsigned int timeout_ms)
 {
-	uint32_t cur = 0, me = shared_lock_tid;
+	uint64_t cur = 0, me = shared_lock_me;
 
 	if (me && atomic_compare_exchange_strong_explicit(&l->word, &cur, me,
 							  memory_order_acquire,
@@ -52,7 +61,7 @@ static inline int shared_lock_acquire(struct shared_lock *l, unsigned int timeou
 /* Release; true if somebody may be waiting for it. */
 static inline bool shared_lock_release(struct shared_lock *l)
 {
-	uint32_t old = atomic_exchange_explicit(&l->word, 0, memory_order_release);
+	uint64_t old = atomic_exchange_explicit(&l->word, 0, memory_order_release);
 
 	if (old & SHARED_LOCK_WAITERS)
 		shared_lock_wake(l);

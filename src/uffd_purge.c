@@ -806,6 +806,33 @@ int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
 	return madvise(m->base + off, len, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
+/* A purged range of the file, poisoned in a SIGBUS mapping that joins it. */
+static int walk_poison_new(const struct rt_range *rr, void *arg)
+{
+	struct vmap *m = arg;
+	size_t off = (size_t)rr->start << vr_page_shift;
+	size_t len = (size_t)(rr->end - rr->start) << vr_page_shift;
+
+	if (rr->state != RT_PURGED || off >= m->size)
+		return 0;
+	if (len > m->size - off)
+		len = m->size - off;
+	if (uffd_register(sigbus_fd, m->base + off, len, NULL) < 0) {
+		vr_debug("uffd: cannot arm %zu purged bytes of a new mapping", len);
+		return 0;
+	}
+	uffd_poison(sigbus_fd, m->base + off, len);
+	uffd_unregister(sigbus_fd, m->base + off, len);
+	return 0;
+}
+
+void uffd_map_joined(struct vmap *m, const struct rt_tree *t)
+{
+	if (!m->sigbus || !ensure_probed() || sigbus_fd < 0)
+		return;
+	rt_visit(t, 0, m->size >> vr_page_shift, walk_poison_new, m);
+}
+
 /* ---- refill on and off --------------------------------------------------- */
 
 struct walk_ctx {

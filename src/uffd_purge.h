@@ -34,6 +34,15 @@ void uffd_after_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 /* 0, or -errno: the pages may still raise SIGBUS, keep them purged. */
 int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 
+/*
+ * A SIGBUS mapping m of a file joins it after pages were purged (an adopt
+ * of a purged file): poison its purged pages, as the purge did in the
+ * mappings it saw.  The caller holds the file's lock, with m already on
+ * the file's mapping list, so no purge or unmark slips in between.
+ */
+struct rt_tree;
+void uffd_map_joined(struct vmap *m, const struct rt_tree *t) VR_HIDDEN;
+
 /* A region gets (fn != NULL) or loses a refill callback. 0 or -errno. */
 int uffd_region_refill(struct vrange_region *r) VR_HIDDEN;
 /* A region with refill goes away: stop serving its faults. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -29,16 +30,28 @@ struct vr_procmap_query {
 #define VR_PMQ_READABLE 0x01u
 #define VR_PMQ_WRITABLE 0x02u
 #define VR_PMQ_SHARED 0x08u
+#define VR_PMQ_COVERING_OR_NEXT 0x10u
 
 static _Atomic int no_ioctl; /* the kernel lacks PROCMAP_QUERY */
 
-static int query_ioctl(int fd, uintptr_t addr, struct vma *out)
+/*
+ * /proc/self/maps, opened once: the per-call check of application
+ * shared-file mappings asks on every vrange(), and open + close would cost
+ * more than the question.  The descriptor names the address space of the
+ * process that opened it, so a fork child drops it (vma_query_forget).
+ * -1: not open.
+ */
+static _Atomic int maps_fd = -1;
+
+static int query_ioctl(int fd, uintptr_t addr, bool next, bool named,
+		       struct vma *out)
 {
 	struct vr_procmap_query q = {
 		.size = sizeof(q),
+		.query_flags = next ? VR_PMQ_COVERING_OR_NEXT : 0,
 		.query_addr = addr,
-		.vma_name_addr = (uintptr_t)out->name,
-		.vma_name_size = sizeof(out->name),
+		.vma_name_addr = named ? (uintptr_t)out->name : 0,
+		.vma_name_size = named ? sizeof(out->name) : 0,
 	};
 
 	if (ioctl(fd, VR_PROCMAP_QUERY, &q) < 0)
@@ -56,7 +69,7 @@ static int query_ioctl(int fd, uintptr_t addr, struct vma *out)
 	return 0;
 }
 
-static int parse_line(const char *line, uintptr_t addr, struct vma *out)
+static int parse_line(const char *line, uintptr_t addr, bool next, struct vma *out)
 {
 	unsigned long long start, end, off, ino;
 	unsigned int maj, min;
@@ -66,7 +79,7 @@ static int parse_line(const char *line, uintptr_t addr, struct vma *out)
 	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms,
 		   &off, &maj, &min, &ino, &name_at) < 7)
 		return -EIO;
-	if (addr < start || addr >= end)
+	if (addr >= end || (addr < start && !next))
 		return -ENOENT;
 	out->start = start;
 	out->end = end;
@@ -81,34 +94,100 @@ static int parse_line(const char *line, uintptr_t addr, struct vma *out)
 	return 0;
 }
 
-static int query_parse(int fd, uintptr_t addr, struct vma *out)
+/* Without the ioctl: a fresh read of the text (a cached descriptor would
+ * need seeking back, and two threads would share its offset). */
+static int query_parse(uintptr_t addr, bool next, struct vma *out)
 {
 	char line[512];
-	FILE *f = fdopen(dup(fd), "r");
+	FILE *f = fopen("/proc/self/maps", "re");
 	int r = -ENOENT;
 
 	if (!f)
 		return -errno;
 	while (r == -ENOENT && fgets(line, sizeof(line), f))
-		r = parse_line(line, addr, out);
+		r = parse_line(line, addr, next, out);
 	fclose(f);
 	return r == -EIO ? -ENOENT : r;
 }
 
-int vma_query(uintptr_t addr, struct vma *out)
+static int cached_maps_fd(void)
 {
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	int r;
+	int fd = atomic_load(&maps_fd), nfd, expect = -1;
+
+	if (fd >= 0)
+		return fd;
+	nfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (nfd < 0)
+		return -errno;
+	if (atomic_compare_exchange_strong(&maps_fd, &expect, nfd))
+		return nfd;
+	close(nfd); /* another thread was first */
+	return expect;
+}
+
+/*
+ * The ioctl on the cached descriptor.  The application may have closed
+ * that number, or closed and reused it for a file of its own: an answer
+ * other than "nothing there" is asked again once on a fresh descriptor,
+ * which then replaces the cached one (the old number is not ours to close).
+ */
+static int query_cached(uintptr_t addr, bool next, bool named, struct vma *out)
+{
+	int fd = cached_maps_fd(), r, nfd;
 
 	if (fd < 0)
+		return fd;
+	r = query_ioctl(fd, addr, next, named, out);
+	/* Out of memory or interrupted says nothing about the descriptor:
+	 * reopening would leave the cached one behind for good. */
+	if (r == 0 || r == -ENOENT || r == -ENAMETOOLONG || r == -ENOMEM ||
+	    r == -EINTR || r == -EAGAIN)
+		return r;
+	nfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (nfd < 0)
 		return -errno;
-	r = no_ioctl ? -ENOTTY : query_ioctl(fd, addr, out);
-	if (r == -ENOTTY) {
-		no_ioctl = 1;
-		r = query_parse(fd, addr, out);
-	} else if (r < 0) {
-		r = -ENOENT; /* nothing mapped there */
-	}
-	close(fd);
+	r = query_ioctl(nfd, addr, next, named, out);
+	if (r == -ENOTTY || !atomic_compare_exchange_strong(&maps_fd, &fd, nfd))
+		close(nfd);
 	return r;
+}
+
+static int query(uintptr_t addr, bool next, struct vma *out)
+{
+	int r = -ENOTTY;
+
+	if (!atomic_load_explicit(&no_ioctl, memory_order_relaxed)) {
+		r = query_cached(addr, next, true, out);
+		if (r == -ENAMETOOLONG) /* a path longer than we keep */
+			r = query_cached(addr, next, false, out);
+		/* Out of memory or interrupted: we do not know, and "nothing
+		 * mapped" would make callers forget live state. */
+		if (r == -ENOMEM || r == -EINTR || r == -EAGAIN)
+			return r;
+		if (r < 0 && r != -ENOTTY)
+			return -ENOENT; /* nothing mapped there */
+	}
+	if (r == -ENOTTY) {
+		atomic_store(&no_ioctl, 1);
+		r = query_parse(addr, next, out);
+	}
+	return r;
+}
+
+int vma_query(uintptr_t addr, struct vma *out)
+{
+	return query(addr, false, out);
+}
+
+int vma_query_next(uintptr_t addr, struct vma *out)
+{
+	return query(addr, true, out);
+}
+
+void vma_query_forget(void)
+{
+	int fd = atomic_exchange(&maps_fd, -1);
+
+	if (fd >= 0)
+		close(fd);
 }

@@ -21,8 +21,18 @@ struct vma {
 /*
  * The mapping that contains addr: 0 and *out filled, -ENOENT if addr is not
  * mapped, -errno.  Uses the PROCMAP_QUERY ioctl (Linux 6.11) where there is
- * one - about 0.7 us - and parses /proc/self/maps elsewhere.
+ * one - one ioctl on a descriptor opened once - and parses /proc/self/maps
+ * elsewhere.  Async-signal-safe where the ioctl exists (the first call opens
+ * the descriptor).
  */
 int vma_query(uintptr_t addr, struct vma *out) VR_HIDDEN;
+
+/* The mapping that contains addr or, if none does, the first above it;
+ * -ENOENT when nothing is mapped at or above addr. */
+int vma_query_next(uintptr_t addr, struct vma *out) VR_HIDDEN;
+
+/* Drop the cached descriptor (a fork child: it names the parent's
+ * address space). */
+void vma_query_forget(void) VR_HIDDEN;
 
 #endif

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "any_mapping.h"
+#include "cache.h"
 #include "config.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -41,9 +42,13 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 	uint64_t user_size;
 	int r;
 
-	vr_init();
+	/* The caller's fd first: start-up opens descriptors of its own (the
+	 * monitor's), and one of them could take the number of an fd the
+	 * caller has just closed - examined after it, that fd would not be
+	 * -EBADF but the library's own file. */
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -EBADF;
+	vr_init();
 	f = vfile_find(st.st_dev, st.st_ino);
 	r = f ? 0 : shmem_check_kind(fd, &st);
 	if (r == 0 && (off < 0 || len < 0))
@@ -166,8 +171,11 @@ int vrange_get_stats(struct vrange_stats *out)
 	if (!out)
 		return -EINVAL;
 	vr_init_basic();
+	cache_flush_all(); /* released cache values count as volatile */
 	memset(out, 0, sizeof(*out));
-	out->regions = region_count();
+	/* A cache's regions are its own business, not the caller's. */
+	out->regions = region_count() - cache_region_count();
+	anymap_sweep(); /* memory unmapped since is counted no longer */
 	vfile_totals(&out->files, &vol, &purged, &resident);
 	out->volatile_bytes = (vol + purged) << vr_page_shift;
 	out->purged_bytes = purged << vr_page_shift;

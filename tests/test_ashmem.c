@@ -785,6 +785,156 @@ START_TEST(test_scm_rights)
 END_TEST
 
 /*
+ * An area this process holds but never unpinned is still one of its areas:
+ * pages another process (a forked child) unpinned count in this process's
+ * PURGE_ALL_CACHES, which purges them, and a PIN here then says so.
+ */
+START_TEST(test_fork_child_unpins_parent_purges)
+{
+	int fd = ash_new(4 * pg), go[2], done[2], status;
+	char *p = ash_map(fd, 4 * pg, PROT_READ | PROT_WRITE), c;
+	pid_t pid;
+
+	if (!has_cap_sys_admin())
+		TEST_SKIP("PURGE_ALL_CACHES needs CAP_SYS_ADMIN");
+	if (!state_is_shared(fd))
+		TEST_SKIP("the library keeps this file's pin state per process");
+	memset(p, 'a', 4 * pg);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok = pin_op(fd, ASHMEM_UNPIN, 0, (uint32_t)(3 * pg)) == 0;
+
+		ok = ok && write(done[1], "u", 1) == 1;
+		/* Alive (holding the area) until the parent has purged. */
+		_exit(ok && read(go[0], &c, 1) == 1 ? 0 : 1);
+	}
+	ck_assert_int_eq(read(done[0], &c, 1), 1);
+	ck_assert_int_eq(ioctl(fd, ASHMEM_PURGE_ALL_CACHES), 3);
+	ck_assert_int_eq(p[0], 0);
+	ck_assert_int_eq(p[3 * pg - 1], 0);
+	ck_assert_int_eq(p[3 * pg], 'a');
+	ck_assert_int_eq(write(go[1], "g", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, 0, (uint32_t)pg), ASHMEM_WAS_PURGED);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, 0, 0), ASHMEM_WAS_PURGED);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, 0, 0), ASHMEM_NOT_PURGED);
+	munmap(p, 4 * pg);
+	close(fd);
+	close(go[0]);
+	close(go[1]);
+	close(done[0]);
+	close(done[1]);
+}
+END_TEST
+
+/*
+ * The state lives as long as any fd holds the area.  A status query and a
+ * pin in the parent must not drop the parent's hold on it: a child that
+ * unpins, purges and exits leaves its purge and its unpinned page behind,
+ * so the parent's PIN over the purged pages says WAS_PURGED (not
+ * NOT_PURGED over zeros), and the page still unpinned is unpinned.
+ */
+START_TEST(test_state_outlives_child)
+{
+	int fd = ash_new(4 * pg), status;
+	char *p = ash_map(fd, 4 * pg, PROT_READ | PROT_WRITE);
+	pid_t pid;
+
+	if (!has_cap_sys_admin())
+		TEST_SKIP("PURGE_ALL_CACHES needs CAP_SYS_ADMIN");
+	if (!state_is_shared(fd))
+		TEST_SKIP("the library keeps this file's pin state per process");
+	memset(p, 'b', 4 * pg);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_GET_PIN_STATUS, 0, 0), ASHMEM_IS_PINNED);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, 0, 0), ASHMEM_NOT_PURGED);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok = pin_op(fd, ASHMEM_UNPIN, 0, (uint32_t)(2 * pg)) == 0 &&
+			 ioctl(fd, ASHMEM_PURGE_ALL_CACHES) == 2 && p[0] == 0 &&
+			 pin_op(fd, ASHMEM_UNPIN, (uint32_t)(3 * pg), (uint32_t)pg) == 0;
+
+		_exit(ok ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_GET_PIN_STATUS, (uint32_t)(3 * pg), (uint32_t)pg),
+			 ASHMEM_IS_UNPINNED);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_GET_PIN_STATUS, (uint32_t)(2 * pg), (uint32_t)pg),
+			 ASHMEM_IS_PINNED);
+	ck_assert_int_eq(p[0], 0);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, 0, (uint32_t)(2 * pg)), ASHMEM_WAS_PURGED);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, (uint32_t)(3 * pg), (uint32_t)pg),
+			 ASHMEM_NOT_PURGED);
+	ck_assert_int_eq(p[3 * pg], 'b');
+	munmap(p, 4 * pg);
+	close(fd);
+}
+END_TEST
+
+/*
+ * The same for an area received over a socket and not used since: this
+ * process holds it, so its PURGE_ALL_CACHES (on another ashmem fd) counts
+ * and purges the pages the sender unpinned, and after the sender exits
+ * the receiver's PIN says WAS_PURGED.
+ */
+START_TEST(test_scm_rights_unpinned_visible_to_purge)
+{
+	int sv[2], own, fd, status;
+	pid_t pid;
+	char c, *p;
+
+	if (!has_cap_sys_admin())
+		TEST_SKIP("PURGE_ALL_CACHES needs CAP_SYS_ADMIN");
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int a = open("/dev/ashmem", O_RDWR | O_CLOEXEC);
+		char *m;
+
+		if (a < 0 || ioctl(a, ASHMEM_SET_SIZE, 3 * pg) < 0)
+			_exit(2);
+		m = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, a, 0);
+		if (m == MAP_FAILED)
+			_exit(3);
+		memset(m, 's', 3 * pg);
+		if (send_fd(sv[1], a) < 0 || pin_op(a, ASHMEM_UNPIN, 0, 0) != 0)
+			_exit(4);
+		if (write(sv[1], "u", 1) != 1)
+			_exit(5);
+		_exit(read(sv[1], &c, 1) == 1 ? 0 : 6);
+	}
+	own = ash_new(pg);
+	fd = recv_fd(sv[0]);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(read(sv[0], &c, 1), 1);
+	if (!state_is_shared(fd)) {
+		ck_assert_int_eq(write(sv[0], "k", 1), 1);
+		waitpid(pid, &status, 0);
+		TEST_SKIP("the library keeps this file's pin state per process");
+	}
+	ck_assert_int_eq(ioctl(own, ASHMEM_PURGE_ALL_CACHES), 3);
+	ck_assert_int_eq(write(sv[0], "k", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, 0, 0), ASHMEM_WAS_PURGED);
+	p = ash_map(fd, 3 * pg, PROT_READ);
+	ck_assert_int_eq(p[0], 0);
+	ck_assert_int_eq(p[3 * pg - 1], 0);
+	munmap(p, 3 * pg);
+	close(fd);
+	close(own);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/*
  * The exec'd half of test_exec: this binary re-executed with the shim
  * preloaded, the ashmem fd inherited.  Runs before main() and exits.
  */
@@ -1067,6 +1217,9 @@ Suite *test_suite(void)
 	tcase_add_test(tc, test_dup_family);
 	tcase_add_test(tc, test_fork_shares_state);
 	tcase_add_test(tc, test_scm_rights);
+	tcase_add_test(tc, test_fork_child_unpins_parent_purges);
+	tcase_add_test(tc, test_state_outlives_child);
+	tcase_add_test(tc, test_scm_rights_unpinned_visible_to_purge);
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_no_leak_after_close);
 	tcase_add_test(tc, test_read_lseek);

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <vrange.h>
@@ -405,6 +406,35 @@ START_TEST(remark_part_refreshes_part)
 }
 END_TEST
 
+/*
+ * The library keeps a descriptor of its own for every file it punches.  An
+ * application that closes that number by mistake (a double close) and
+ * opens another file there must not see a purge punch that other file.
+ */
+START_TEST(purge_never_punches_reused_descriptor)
+{
+	int fd = make_memfd(2), other = make_memfd(2), lib = -1;
+	struct stat st, o;
+
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(2 * ps)), 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	for (int i = 0; i < 1024 && lib < 0; i++)
+		if (i != fd && fstat(i, &o) == 0 && o.st_dev == st.st_dev &&
+		    o.st_ino == st.st_ino)
+			lib = i;
+	ck_assert_msg(lib >= 0, "the library's own descriptor of the file not found");
+	/* The application's double close, then a new file in that number. */
+	ck_assert_int_eq(dup2(other, lib), lib);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), 0);
+	ck_assert(page_intact(other, 0));
+	ck_assert(page_intact(other, 1));
+	/* What was volatile is not reported intact. */
+	ck_assert_int_ge(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(2 * ps)), 0);
+	close(fd);
+	close(other);
+}
+END_TEST
+
 /* ---- sharing: state belongs to the file -------------------------------- */
 
 START_TEST(shared_through_dup)
@@ -496,6 +526,57 @@ START_TEST(bad_fd)
 		ck_assert_int_eq(vrange_fd_forget(fd), -EBADF);
 	}
 	ck_assert_uint_eq(stats().files, 0);
+}
+END_TEST
+
+/*
+ * The very first library call of a process, on an fd the caller has just
+ * closed, is -EBADF.  Start-up (the monitor) opens descriptors of its own;
+ * the lowest free number is the one just closed, so a library that started
+ * up before it looked at the caller's fd examined its own file instead.
+ * Each entry point runs first in a fresh child with the monitor enabled.
+ */
+static int first_call(int which, int fd)
+{
+	vrange_region *r = NULL;
+
+	switch (which) {
+	case 0: return vrange_fd_mark_volatile(fd, 0, (off_t)ps);
+	case 1: return vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps);
+	case 2: return vrange_fd_is_volatile(fd, 0, (off_t)ps);
+	case 3: return vrange_fd_forget(fd);
+	default: return vrange_region_adopt(fd, VRANGE_ACCESS_ZERO, &r);
+	}
+}
+
+START_TEST(bad_fd_first_call)
+{
+	static const char *const names[] = { "fd_mark_volatile",
+		"fd_mark_nonvolatile", "fd_is_volatile", "fd_forget",
+		"region_adopt" };
+
+	for (int which = 0; which < 5; which++) {
+		int status, r;
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			int fd = memfd_create("closed", MFD_CLOEXEC);
+
+			setenv("VRANGE_MONITOR", "1", 1);
+			if (fd < 0 || ftruncate(fd, (off_t)ps) < 0)
+				_exit(100);
+			close(fd);
+			r = first_call(which, fd);
+			_exit(r == -EBADF ? 0 : r < 0 && r > -100 ? -r : 101);
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			      "first call %s on a closed fd: %s %d", names[which],
+			      WIFEXITED(status) ? "returned -" : "signal",
+			      WIFEXITED(status) ? WEXITSTATUS(status)
+						: WTERMSIG(status));
+	}
 }
 END_TEST
 
@@ -652,6 +733,36 @@ START_TEST(len_zero)
 	ck_assert_int_eq(is_vol(fd, 0), 1);
 	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(2 * ps)),
 			 VRANGE_PURGED);
+	close(fd);
+}
+END_TEST
+
+/* len == 0 asks about no page, wherever off points (unaligned, at or past
+ * the end): no state changes, no purge is forgotten. */
+START_TEST(len_zero_unaligned)
+{
+	int fd = make_memfd(3);
+	const off_t offs[] = { 1, 100, (off_t)ps - 1, (off_t)ps + 1,
+			       (off_t)(3 * ps) - 1, (off_t)(3 * ps),
+			       (off_t)(3 * ps) + 5, INT64_MAX };
+
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(3 * ps)), 0);
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		ck_assert_msg(vrange_fd_is_volatile(fd, offs[i], 0) == 0,
+			      "is_volatile(off %lld, 0)", (long long)offs[i]);
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, offs[i], 0), 0);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, offs[i], 0),
+				 VRANGE_INTACT);
+	}
+	for (size_t pg = 0; pg < 3; pg++)
+		ck_assert_int_eq(is_vol(fd, pg), 1);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(3 * ps));
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)ps + 1, 0),
+			 VRANGE_INTACT);
+	for (size_t pg = 0; pg < 3; pg++)
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(pg * ps),
+							    (off_t)ps),
+				 VRANGE_PURGED);
 	close(fd);
 }
 END_TEST
@@ -962,6 +1073,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, purge_releases_memory);
 	tcase_add_test(tc, purge_bytes_partial);
 	tcase_add_test(tc, purge_zero);
+	tcase_add_test(tc, purge_never_punches_reused_descriptor);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("order");
@@ -982,11 +1094,13 @@ Suite *test_suite(void)
 	tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, bad_fd);
+	tcase_add_test(tc, bad_fd_first_call);
 	tcase_add_test(tc, not_shmem);
 	tcase_add_test(tc, negative_off_len);
 	tcase_add_test(tc, past_end_and_overflow);
 	tcase_add_test(tc, size_follows_file);
 	tcase_add_test(tc, len_zero);
+	tcase_add_test(tc, len_zero_unaligned);
 	tcase_add_test(tc, errors_print_nothing);
 	suite_add_tcase(s, tc);
 

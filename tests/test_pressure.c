@@ -742,12 +742,12 @@ START_TEST(test_idle_keeps_cache)
 	bool evented;
 
 	ck_assert_int_eq(vrange_mark_volatile(r, 0, size), 0);
+	stall0 = psi_some_total_us();
 	ck_assert_int_eq(vrange_monitor_start(NULL), 0);
 	get_stats(&st);
 	fprintf(stderr, "idle test: monitor source %s\n", st.pressure_source);
 	evented = strcmp(st.pressure_source, "meminfo") && strcmp(st.pressure_source, "none");
 	usleep(200000); /* the thread's start-up and first checks */
-	stall0 = psi_some_total_us();
 	sw0 = other_threads_switches();
 	sleep(test_quick() ? 2 : 4);
 	sw1 = other_threads_switches();
@@ -755,7 +755,7 @@ START_TEST(test_idle_keeps_cache)
 	get_stats(&st);
 	/* Other tasks' stalls (a memory cgroup at its limit elsewhere) are
 	 * system-wide pressure: then this machine was not idle. */
-	if (stall0 >= 0 && stall1 - stall0 >= 50000) {
+	if (st.pressure_events && stall0 >= 0 && stall1 - stall0 >= 10000) {
 		vrange_monitor_stop();
 		vrange_region_destroy(r);
 		TEST_SKIP("the system stalled on memory for %lld us meanwhile: not idle",

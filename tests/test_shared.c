@@ -30,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -1671,6 +1672,246 @@ START_TEST(hostile_live_scribbler)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Dead lock holders: zombies, reused thread ids, a wedge that ends          */
+
+/* The thread id in the shared lock word (its low 30 bits), 0 if free. */
+static uint32_t lock_owner(const unsigned char *hdr)
+{
+	uint32_t w;
+
+	memcpy(&w, hdr + HDR_LOCK_OFF, sizeof(w));
+	return w & 0x3fffffffu;
+}
+
+/*
+ * A child of this process that spins on mark/unmark of r, stopped at a
+ * moment it holds r's shared lock (found by stopping it at random moments
+ * until the lock word names it).  Its pid; the header page is mapped at
+ * *hdr.  With a stop flag, it leaves its loop once the flag is set, sets it
+ * to 2 and idles.
+ */
+static pid_t stopped_lock_holder_flag(vrange_region *r, unsigned char **hdr,
+				      _Atomic int *stop)
+{
+	size_t size = vrange_region_size(r);
+	struct meta m = find_meta(vrange_region_fd(r), size);
+	pid_t pid;
+	int st;
+
+	*hdr = mmap(NULL, ps, PROT_READ, MAP_SHARED, m.meta_fd, m.hdr);
+	ck_assert_ptr_ne(*hdr, MAP_FAILED);
+	close(m.meta_fd);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(60);
+		for (size_t k = 0; !stop || !atomic_load(stop); k = (k + 1) % 8) {
+			vrange_mark_volatile(r, (size / ps - 8 + k) * ps, ps);
+			vrange_mark_nonvolatile(r, (size / ps - 8 + k) * ps, ps);
+		}
+		atomic_store(stop, 2);
+		for (;;)
+			pause();
+	}
+	for (int tries = 0; tries < 5000; tries++) {
+		usleep(200 + (unsigned int)(tries * 379) % 2000);
+		kill(pid, SIGSTOP);
+		ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+		if (lock_owner(*hdr) == (uint32_t)pid)
+			return pid;
+		kill(pid, SIGCONT);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	ck_abort_msg("never caught the child holding the lock");
+	return -1;
+}
+
+static pid_t stopped_lock_holder(vrange_region *r, unsigned char **hdr)
+{
+	return stopped_lock_holder_flag(r, hdr, NULL);
+}
+
+/* The state letter of /proc/<pid>/stat, or 0 when there is none. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* SIGKILL pid and wait until it is a zombie, without reaping it. */
+static void kill_to_zombie(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	for (int i = 0; i < 2000 && proc_state(pid) != 'Z'; i++)
+		usleep(1000);
+	ck_assert_int_eq(proc_state(pid), 'Z');
+}
+
+/*
+ * A process killed while it holds the shared lock, and not yet reaped (a
+ * zombie): other processes take the lock over at once.  kill(pid, 0)
+ * succeeds on a zombie, so asking only that waits out the timeout, gives
+ * -EIO, and wedged the file for good.  After the reap, calls still work.
+ */
+START_TEST(zombie_lock_holder)
+{
+	vrange_region *r = make_region(16 * ps, VRANGE_ACCESS_ZERO);
+	unsigned char *hdr;
+
+	memset(vrange_region_base(r), 0x5a, 16 * ps);
+	for (int round = 0; round < 3; round++) {
+		pid_t pid = stopped_lock_holder(r, &hdr);
+		int st;
+
+		kill_to_zombie(pid);
+		alarm(20);
+		ck_assert_int_eq(vrange_mark_volatile(r, 0, 4 * ps), 0);
+		/* (PURGED is allowed: a torn tree is reset to all purged.) */
+		ck_assert_int_ge(vrange_mark_nonvolatile(r, 0, 4 * ps), 0);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), 0);
+		ck_assert_int_ge(vrange_mark_nonvolatile(r, 0, ps), 0);
+		alarm(0);
+		munmap(hdr, ps);
+	}
+	ck_assert(all_bytes(vrange_region_base(r), 8 * ps, 0x5a));
+	vrange_region_destroy(r);
+}
+END_TEST
+
+/*
+ * A live holder that does not let go within the timeout makes the call
+ * -EIO, but only while that lasts: once the holder has let go, or is gone,
+ * the next call works (a "wedged" file used to stay -EIO for good).
+ */
+START_TEST(wedge_ends_with_its_cause)
+{
+	vrange_region *r = make_region(16 * ps, VRANGE_ACCESS_ZERO);
+	_Atomic int *stop = mmap(NULL, sizeof(*stop), PROT_READ | PROT_WRITE,
+				 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	unsigned char *hdr;
+	pid_t pid;
+	int st;
+
+	ck_assert_ptr_ne(stop, MAP_FAILED);
+	memset(vrange_region_base(r), 0x6b, 16 * ps);
+	alarm(60);
+	/* Stopped holding the lock; then it runs on, lets go and idles. */
+	pid = stopped_lock_holder(r, &hdr);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), -EIO);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), -EIO);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), 0);
+	ck_assert_int_ge(vrange_mark_nonvolatile(r, 0, ps), 0);
+	munmap(hdr, ps);
+
+	/* The same, with a holder that resumes and lets go by itself. */
+	atomic_store(stop, 0);
+	pid = stopped_lock_holder_flag(r, &hdr, stop);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), -EIO);
+	atomic_store(stop, 1);
+	kill(pid, SIGCONT);
+	while (atomic_load(stop) != 2)
+		usleep(1000);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), 0);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, ps), VRANGE_INTACT);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	alarm(0);
+	munmap(hdr, ps);
+	munmap((void *)stop, sizeof(*stop));
+	ck_assert(all_bytes(vrange_region_base(r), 8 * ps, 0x6b));
+	vrange_region_destroy(r);
+}
+END_TEST
+
+#ifndef CLONE_ARGS_SIZE_VER1
+#define CLONE_ARGS_SIZE_VER1 80
+#endif
+
+/* A sleeping child with exactly this pid (clone3 set_tid), or -errno. */
+static pid_t child_with_pid(pid_t want)
+{
+	struct {
+		uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack,
+			stack_size, tls, set_tid, set_tid_size;
+	} args = { .exit_signal = SIGCHLD };
+	pid_t tid = want;
+	long r;
+
+	args.set_tid = (uint64_t)(uintptr_t)&tid;
+	args.set_tid_size = 1;
+	r = syscall(SYS_clone3, &args, (size_t)CLONE_ARGS_SIZE_VER1);
+	if (r == 0) {
+		for (;;)
+			pause();
+	}
+	return r < 0 ? -errno : (pid_t)r;
+}
+
+/*
+ * The lock's owner died and was reaped, and its thread id now names
+ * another, live, process: the owner is still gone.  Asking only "does this
+ * id exist" waits out the timeout and gives -EIO.
+ */
+START_TEST(reused_tid_lock_holder)
+{
+	vrange_region *r = make_region(16 * ps, VRANGE_ACCESS_ZERO);
+	unsigned char *hdr;
+	pid_t pid, other = -1;
+	int st;
+
+	memset(vrange_region_base(r), 0x7c, 16 * ps);
+	alarm(60);
+	pid = stopped_lock_holder(r, &hdr);
+	/* Start times are kept in clock ticks (10 ms): let the owner have
+	 * lived longer than that, as any thread whose id wrapped around has. */
+	usleep(30 * 1000);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	/* The kernel may hand the id out again only once the task is freed. */
+	for (int i = 0; i < 200; i++) {
+		other = child_with_pid(pid);
+		if (other != -EEXIST && other != -EBUSY)
+			break;
+		usleep(5000);
+	}
+	if (other < 0) {
+		munmap(hdr, ps);
+		vrange_region_destroy(r);
+		TEST_SKIP("cannot create a process with a chosen pid: %s",
+			  strerror(-other));
+	}
+	ck_assert_int_eq(other, pid);
+	ck_assert_int_eq(lock_owner(hdr), (uint32_t)pid);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), 0);
+	ck_assert_int_ge(vrange_mark_nonvolatile(r, 0, ps), 0);
+	alarm(0);
+	kill(other, SIGKILL);
+	ck_assert_int_eq(waitpid(other, &st, 0), other);
+	munmap(hdr, ps);
+	ck_assert(all_bytes(vrange_region_base(r), 8 * ps, 0x7c));
+	vrange_region_destroy(r);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Holders: the shared state outlives the process that created it            */
 
 /*
@@ -1789,6 +2030,44 @@ START_TEST(forked_child_keeps_state_reachable)
 }
 END_TEST
 
+/*
+ * The holder list names processes by pid and descriptor.  A holder that
+ * died but is not reaped yet (its pid still exists) no longer holds the
+ * metadata: the next registration drops it, so the 16 slots stay for
+ * processes that really hold the state.
+ */
+START_TEST(zombie_holders_dropped)
+{
+	vrange_region *r = make_region(4 * ps, VRANGE_ACCESS_ZERO);
+	int fd = vrange_region_fd(r), st;
+	pid_t z[3], last;
+	struct xa x;
+	ssize_t n;
+
+	for (int i = 0; i < 3; i++) {
+		z[i] = fork();
+		ck_assert_int_ge(z[i], 0);
+		if (z[i] == 0)
+			_exit(0); /* registered by the fork handler, then gone */
+		kill_to_zombie(z[i]);
+	}
+	last = fork();
+	ck_assert_int_ge(last, 0);
+	if (last == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(last, &st, 0), last);
+	n = fgetxattr(fd, "user.vrange", &x, sizeof(x));
+	ck_assert_int_gt(n, 0);
+	for (uint32_t i = 0; i < x.nholders && i < XA_MAX_HOLDERS; i++)
+		for (int k = 0; k < 3; k++)
+			ck_assert_msg(x.h[i].pid != z[k], "zombie %d still a holder",
+				      (int)z[k]);
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(waitpid(z[k], &st, 0), z[k]);
+	vrange_region_destroy(r);
+}
+END_TEST
+
 /* VRANGE_TEST_ONLY=name runs just that case (for debugging). */
 static void add_test(TCase *tc, const TTest *t, const char *name)
 {
@@ -1819,6 +2098,9 @@ Suite *test_suite(void)
 	ADD(tc, stress_scm_rights);
 	ADD(tc, sigkill_loop);
 	ADD(tc, sigkill_lock_holder);
+	ADD(tc, zombie_lock_holder);
+	ADD(tc, wedge_ends_with_its_cause);
+	ADD(tc, reused_tid_lock_holder);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("recognition");
@@ -1843,6 +2125,7 @@ Suite *test_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, orphaned_file_stays_shared);
 	tcase_add_test(tc, forked_child_keeps_state_reachable);
+	ADD(tc, zombie_holders_dropped);
 	suite_add_tcase(s, tc);
 	return s;
 }

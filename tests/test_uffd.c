@@ -219,6 +219,50 @@ START_TEST(sigbus_on_read_and_write)
 }
 END_TEST
 
+/*
+ * A SIGBUS-mode region marked and purged, then its fd adopted in SIGBUS
+ * mode by the same process: the new mapping raises SIGBUS on the purged
+ * pages that are still volatile, as the first one does (it used to read
+ * zeros: only mappings present at the purge were poisoned).
+ */
+START_TEST(adopt_after_purge_raises_sigbus)
+{
+	vrange_region *r = sigbus_region(8), *r2 = NULL;
+	char *b, *b2, v;
+
+	if (!r)
+		return;
+	catch_bus();
+	b = vrange_region_base(r);
+	memset(b, 'x', 8 * ps);
+	ck_assert_int_eq(vrange_mark_volatile(r, 2 * ps, 4 * ps), 0);
+	ck_assert_int_gt(vrange_region_purge(r), 0);
+	ck_assert_int_eq(vrange_region_adopt(vrange_region_fd(r), VRANGE_ACCESS_SIGBUS,
+					     &r2), 0);
+	b2 = vrange_region_base(r2);
+	ck_assert_int_eq(vrange_is_volatile(r2, 3 * ps, 1), 1);
+	for (size_t i = 2; i < 6; i++) {
+		ck_assert_msg(try_read(b2 + i * ps + 9, &v) == 1,
+			      "purged page %zu of the adopted mapping read %d", i, v);
+		ck_assert(in_page(bus_addr, b2 + i * ps));
+	}
+	ck_assert_int_eq(try_write(b2 + 4 * ps, 'y'), 1);
+	/* Never volatile: data, no signal. */
+	ck_assert_int_eq(try_read(b2 + ps, &v), 0);
+	ck_assert_int_eq(v, 'x');
+	ck_assert_int_eq(try_read(b2 + 6 * ps, &v), 0);
+	ck_assert_int_eq(v, 'x');
+	/* Non-volatile again: fresh zero pages in both mappings. */
+	ck_assert_int_eq(vrange_mark_nonvolatile(r2, 2 * ps, 4 * ps), VRANGE_PURGED);
+	ck_assert_int_eq(try_read(b2 + 3 * ps, &v), 0);
+	ck_assert_int_eq(v, 0);
+	ck_assert_int_eq(try_read(b + 3 * ps, &v), 0);
+	ck_assert_int_eq(v, 0);
+	vrange_region_destroy(r2);
+	vrange_region_destroy(r);
+}
+END_TEST
+
 START_TEST(volatile_not_purged_reads_data)
 {
 	vrange_region *r = sigbus_region(8);
@@ -906,6 +950,7 @@ Suite *test_suite(void)
 
 	tcase_add_test(tc, auto_mode_is_sigbus);
 	tcase_add_test(tc, sigbus_on_read_and_write);
+	tcase_add_test(tc, adopt_after_purge_raises_sigbus);
 	tcase_add_test(tc, volatile_not_purged_reads_data);
 	tcase_add_test(tc, nonvolatile_gives_fresh_zero_page);
 	tcase_add_test(tc, recovery_pattern);

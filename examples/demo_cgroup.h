@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * demo_cgroup.h - run a child inside a fresh memory cgroup with a hard
+ * limit, for the demonstration programs (v1 memory controller first, else
+ * cgroup v2 with swap off).  Needs root.
+ */
+#ifndef VRANGE_DEMO_CGROUP_H
+#define VRANGE_DEMO_CGROUP_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static inline int demo_write(const char *dir, const char *file, const char *val)
+{
+	char path[4096];
+	int fd, r = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* Mount point of the v1 memory hierarchy or of cgroup2, from mountinfo. */
+static inline bool demo_find_mount(bool v2, char *out, size_t n)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char mnt[1024], fstype[64], super[512];
+		const char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %1023s", mnt) != 1 ||
+		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) != 2)
+			continue;
+		if (v2 ? !strcmp(fstype, "cgroup2")
+		       : !strcmp(fstype, "cgroup") && strstr(super, "memory")) {
+			snprintf(out, n, "%s", mnt);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* A memory cgroup named prefix-<pid> limited to limit bytes, in dir.
+ * 0, or -1 with a message in why. */
+static inline int demo_cgroup_make(uint64_t limit, const char *prefix, char *dir,
+				   size_t n, char *why, size_t wn)
+{
+	char mnt[1024], val[32];
+	int r;
+
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)limit);
+	if (demo_find_mount(false, mnt, sizeof(mnt))) {
+		snprintf(dir, n, "%s/%s-%d", mnt, prefix, (int)getpid());
+		if (mkdir(dir, 0755) == 0) {
+			r = demo_write(dir, "memory.limit_in_bytes", val);
+			if (r == 0)
+				return 0;
+			rmdir(dir);
+			snprintf(why, wn, "memory.limit_in_bytes: %s", strerror(-r));
+		} else {
+			snprintf(why, wn, "mkdir %.300s: %s", dir, strerror(errno));
+		}
+	}
+	if (demo_find_mount(true, mnt, sizeof(mnt))) {
+		demo_write(mnt, "cgroup.subtree_control", "+memory");
+		snprintf(dir, n, "%s/%s-%d", mnt, prefix, (int)getpid());
+		if (mkdir(dir, 0755) == 0) {
+			r = demo_write(dir, "memory.max", val);
+			if (r == 0) {
+				demo_write(dir, "memory.swap.max", "0");
+				return 0;
+			}
+			rmdir(dir);
+			snprintf(why, wn, "cgroup v2 memory.max: %s", strerror(-r));
+		} else if (!*why) {
+			snprintf(why, wn, "mkdir %.300s: %s", dir, strerror(errno));
+		}
+	}
+	if (!*why)
+		snprintf(why, wn, "no memory cgroup hierarchy mounted");
+	return -1;
+}
+
+static inline void demo_cgroup_remove(const char *dir)
+{
+	/* A killed child's memory is uncharged asynchronously: retry a bit. */
+	for (int i = 0; i < 100 && rmdir(dir) < 0 && errno == EBUSY; i++)
+		usleep(20000);
+}
+
+/*
+ * Fork a child that starts only once it is inside a new limited cgroup.
+ * Returns 0 in the child; the child's pid in the parent (dir names the
+ * cgroup, for demo_cgroup_remove after waiting); -1 with why on failure.
+ */
+static inline pid_t demo_cgroup_fork(uint64_t limit, const char *prefix, char *dir,
+				     size_t n, char *why, size_t wn)
+{
+	char pidstr[32], c;
+	int sync[2];
+	pid_t pid;
+
+	if (demo_cgroup_make(limit, prefix, dir, n, why, wn) < 0)
+		return -1;
+	if (pipe(sync) < 0) {
+		snprintf(why, wn, "pipe: %s", strerror(errno));
+		demo_cgroup_remove(dir);
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(sync[1]);
+		if (read(sync[0], &c, 1) != 1)
+			_exit(4);
+		close(sync[0]);
+		return 0;
+	}
+	close(sync[0]);
+	if (pid > 0) {
+		snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
+		if (demo_write(dir, "cgroup.procs", pidstr) < 0)
+			kill(pid, SIGKILL);
+		if (write(sync[1], "g", 1) != 1)
+			kill(pid, SIGKILL);
+	} else {
+		snprintf(why, wn, "fork: %s", strerror(errno));
+		demo_cgroup_remove(dir);
+	}
+	close(sync[1]);
+	return pid;
+}
+
+#endif
