@@ -58,10 +58,11 @@ static inline bool demo_find_mount(bool v2, char *out, size_t n)
 	return found;
 }
 
-/* A memory cgroup named prefix-<pid> limited to limit bytes, in dir.
- * 0, or -1 with a message in why. */
+/* A memory cgroup named prefix-<pid> limited to limit bytes, in dir;
+ * *v2 (if not NULL) tells which hierarchy.  0, or -1 with a message in
+ * why. */
 static inline int demo_cgroup_make(uint64_t limit, const char *prefix, char *dir,
-				   size_t n, char *why, size_t wn)
+				   size_t n, bool *v2, char *why, size_t wn)
 {
 	char mnt[1024], val[32];
 	int r;
@@ -71,8 +72,11 @@ static inline int demo_cgroup_make(uint64_t limit, const char *prefix, char *dir
 		snprintf(dir, n, "%s/%s-%d", mnt, prefix, (int)getpid());
 		if (mkdir(dir, 0755) == 0) {
 			r = demo_write(dir, "memory.limit_in_bytes", val);
-			if (r == 0)
+			if (r == 0) {
+				if (v2)
+					*v2 = false;
 				return 0;
+			}
 			rmdir(dir);
 			snprintf(why, wn, "memory.limit_in_bytes: %s", strerror(-r));
 		} else {
@@ -86,6 +90,8 @@ static inline int demo_cgroup_make(uint64_t limit, const char *prefix, char *dir
 			r = demo_write(dir, "memory.max", val);
 			if (r == 0) {
 				demo_write(dir, "memory.swap.max", "0");
+				if (v2)
+					*v2 = true;
 				return 0;
 			}
 			rmdir(dir);
@@ -118,7 +124,7 @@ static inline pid_t demo_cgroup_fork(uint64_t limit, const char *prefix, char *d
 	int sync[2];
 	pid_t pid;
 
-	if (demo_cgroup_make(limit, prefix, dir, n, why, wn) < 0)
+	if (demo_cgroup_make(limit, prefix, dir, n, NULL, why, wn) < 0)
 		return -1;
 	if (pipe(sync) < 0) {
 		snprintf(why, wn, "pipe: %s", strerror(errno));

@@ -32,6 +32,8 @@
 #include <unistd.h>
 #include <vrange.h>
 
+#include "demo_cgroup.h"
+
 #define MiB (1ull << 20)
 
 struct report {                 /* shared with the child */
@@ -47,101 +49,6 @@ struct outcome {
 	uint64_t allocated, purged;
 	char source[32];
 };
-
-static int write_str(const char *dir, const char *file, const char *val)
-{
-	char path[4096];
-	int fd, r = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
-/* Mount point of the v1 memory hierarchy or of cgroup2, from mountinfo. */
-static bool find_mount(bool v2, char *out, size_t n)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096];
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char mnt[1024], fstype[64], super[512];
-		const char *sep = strstr(line, " - ");
-
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %1023s", mnt) != 1 ||
-		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) != 2)
-			continue;
-		if (v2 ? !strcmp(fstype, "cgroup2")
-		       : !strcmp(fstype, "cgroup") && strstr(super, "memory")) {
-			snprintf(out, n, "%s", mnt);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-/*
- * Create a memory cgroup with the limit; its directory in dir.  v1 first
- * (memory.limit_in_bytes), else cgroup v2 (memory.max, swap.max 0).
- * 0 or a message in why.
- */
-static int make_cgroup(uint64_t limit, char *dir, size_t n, bool *v2, char *why, size_t wn)
-{
-	char mnt[1024], val[32];
-	int r;
-
-	snprintf(val, sizeof(val), "%llu", (unsigned long long)limit);
-	if (find_mount(false, mnt, sizeof(mnt))) {
-		snprintf(dir, n, "%s/vrange-survival-%d", mnt, (int)getpid());
-		if (mkdir(dir, 0755) == 0) {
-			r = write_str(dir, "memory.limit_in_bytes", val);
-			if (r == 0) {
-				*v2 = false;
-				return 0;
-			}
-			rmdir(dir);
-			snprintf(why, wn, "memory.limit_in_bytes: %s", strerror(-r));
-		} else {
-			snprintf(why, wn, "mkdir %.300s: %s", dir, strerror(errno));
-		}
-	}
-	if (find_mount(true, mnt, sizeof(mnt))) {
-		/* Enable the controller for children of the mount's root cgroup. */
-		write_str(mnt, "cgroup.subtree_control", "+memory");
-		snprintf(dir, n, "%s/vrange-survival-%d", mnt, (int)getpid());
-		if (mkdir(dir, 0755) == 0) {
-			r = write_str(dir, "memory.max", val);
-			if (r == 0) {
-				write_str(dir, "memory.swap.max", "0");
-				*v2 = true;
-				return 0;
-			}
-			rmdir(dir);
-			snprintf(why, wn, "cgroup v2 memory.max: %s", strerror(-r));
-		} else if (!*why) {
-			snprintf(why, wn, "mkdir %.300s: %s", dir, strerror(errno));
-		}
-	}
-	if (!*why)
-		snprintf(why, wn, "no memory cgroup hierarchy mounted");
-	return -1;
-}
-
-static void remove_cgroup(const char *dir)
-{
-	/* A killed child's memory is uncharged asynchronously: retry a bit. */
-	for (int i = 0; i < 100 && rmdir(dir) < 0 && errno == EBUSY; i++)
-		usleep(20000);
-}
 
 /* The workload, in the child, already inside the cgroup. */
 static int workload(bool vol, uint64_t cache, uint64_t alloc, struct report *rep)
@@ -189,13 +96,13 @@ static int run_one(bool vol, uint64_t limit, uint64_t cache, uint64_t alloc,
 
 	memset(out, 0, sizeof(*out));
 	why[0] = '\0';
-	if (make_cgroup(limit, dir, sizeof(dir), &v2, why, wn) < 0)
+	if (demo_cgroup_make(limit, "vrange-survival", dir, sizeof(dir), &v2, why, wn) < 0)
 		return -1;
 	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (rep == MAP_FAILED || pipe(sync) < 0) {
 		snprintf(why, wn, "mmap/pipe: %s", strerror(errno));
-		remove_cgroup(dir);
+		demo_cgroup_remove(dir);
 		return -1;
 	}
 	memset(rep, 0, sizeof(*rep));
@@ -214,7 +121,7 @@ static int run_one(bool vol, uint64_t limit, uint64_t cache, uint64_t alloc,
 		char pidstr[32];
 
 		snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
-		if (write_str(dir, "cgroup.procs", pidstr) < 0)
+		if (demo_write(dir, "cgroup.procs", pidstr) < 0)
 			kill(pid, SIGKILL);
 		if (write(sync[1], "g", 1) != 1)
 			kill(pid, SIGKILL);
@@ -223,7 +130,7 @@ static int run_one(bool vol, uint64_t limit, uint64_t cache, uint64_t alloc,
 	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
 		snprintf(why, wn, "fork/wait: %s", strerror(errno));
 		munmap(rep, sizeof(*rep));
-		remove_cgroup(dir);
+		demo_cgroup_remove(dir);
 		return -1;
 	}
 	out->survived = WIFEXITED(status) && WEXITSTATUS(status) == 0 && rep->done;
@@ -235,7 +142,7 @@ static int run_one(bool vol, uint64_t limit, uint64_t cache, uint64_t alloc,
 	if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		snprintf(why, wn, "workload failed with exit status %d", WEXITSTATUS(status));
 	munmap(rep, sizeof(*rep));
-	remove_cgroup(dir);
+	demo_cgroup_remove(dir);
 	return 0;
 }
 

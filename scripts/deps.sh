@@ -19,6 +19,7 @@ need_pkgs() {
 		mandoc) command -v mandoc >/dev/null 2>&1 || missing="$missing mandoc" ;;
 		man-db) command -v man >/dev/null 2>&1 || missing="$missing man-db" ;;
 		sqlite) pkg-config --exists sqlite3 2>/dev/null || missing="$missing libsqlite3-dev" ;;
+		json-c) pkg-config --exists json-c 2>/dev/null || missing="$missing libjson-c-dev" ;;
 		esac
 	done
 	echo "$missing"

@@ -115,6 +115,7 @@ static void do_init(void)
 	RESOLVE(shim_real.fcntl, "fcntl");
 	RESOLVE(shim_real.ftruncate, "ftruncate");
 	RESOLVE(shim_real.fallocate, "fallocate");
+	RESOLVE(shim_real.recvmsg, "recvmsg");
 	RESOLVE(real_fstat64, "fstat64");
 	RESOLVE(real_stat64, "stat64");
 	RESOLVE(real_lstat64, "lstat64");
@@ -823,6 +824,40 @@ void closefrom(int low)
 		shim_fd_range_closing((unsigned int)low, ~0u);
 	if (shim_real.closefrom)
 		shim_real.closefrom(low);
+}
+
+/*
+ * An ashmem fd that arrives over a socket is an area this process now
+ * holds: take it on at once, so that its state lives on here (a holder of
+ * the shared state) even if the sender exits before this process uses it.
+ */
+ssize_t recvmsg(int sock, struct msghdr *msg, int flags)
+{
+	ssize_t r;
+
+	shim_init();
+	r = CALL_REAL(shim_real.recvmsg, -1, sock, msg, flags);
+	if (r < 0 || !msg || !msg->msg_control || msg->msg_controllen == 0)
+		return r;
+	int saved = errno;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		size_t n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			if (fd >= 0 && !shim_fd_entry(fd))
+				ash_put(ash_from_fd(fd, true));
+		}
+	}
+	errno = saved;
+	return r;
 }
 
 int dup(int fd)

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -128,6 +129,7 @@ struct shim_real {
 	int (*fcntl)(int, int, ...);
 	int (*ftruncate)(int, off_t);
 	int (*fallocate)(int, int, off_t, off_t);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
 };
 extern struct shim_real shim_real SHIM_HIDDEN;
 void shim_init(void) SHIM_HIDDEN;

@@ -10,7 +10,10 @@
  * The first vrange() on a mapping asks the kernel what it is (vma_query) and
  * remembers the answer in a table of known mappings; later calls on known
  * anonymous memory make no system call, later calls on a known file mapping
- * check (one PROCMAP_QUERY) that the address still maps that file.  Before a purge discards anonymous memory it
+ * check (one PROCMAP_QUERY) that the address still maps that file.  The
+ * kernel tells of every munmap of anonymous memory we registered
+ * (unmap_events.h); until such an event is applied, calls take the slow
+ * path, which applies it.  Before a purge discards anonymous memory it
  * checks that the address still holds the mapping that was marked: the
  * mapping is registered (write-protect mode, which traps nothing) with a
  * userfaultfd of ours when it is first seen, and that registration vanishes
@@ -65,6 +68,8 @@ struct known {
 	uint64_t pgoff;       /* file page of start */
 	bool wp;              /* anon: identity registration in place */
 	uint64_t seen;        /* mark clock when it was learnt */
+	struct vmap *map;     /* file: armed for SIGBUS by purges (in the
+			       * file's mapping list); NULL if not */
 };
 
 /* The table is read without a lock on every vrange() call (seqlock.h);
@@ -249,7 +254,17 @@ static bool known_next(uintptr_t addr, bool files, struct known *out)
 	return found;
 }
 
-/* Add k, clipped to the gap around k->start; takes over k->file. */
+/* Take an entry's mapping out of its file's list. */
+static void drop_map(struct vfile *f, struct vmap *m)
+{
+	if (!m)
+		return;
+	vfile_del_map(f, m);
+	free(m);
+}
+
+/* Add k, clipped to the gap around k->start; takes over k->file and
+ * k->map. */
 static int known_add(struct known *k)
 {
 	struct seq_array *t;
@@ -269,6 +284,8 @@ static int known_add(struct known *k)
 		if (i < n && e[i].start < k->end)
 			k->end = e[i].start;
 	}
+	if (k->map)
+		k->map->size = k->map->first + (k->end - k->start);
 	r = seq_array_insert(&ktab, &known_seq, i, k, sizeof(*k));
 	if (r < 0)
 		goto drop;
@@ -276,17 +293,19 @@ static int known_add(struct known *k)
 	return 0;
 drop:
 	pthread_mutex_unlock(&known_write);
+	drop_map(k->file, k->map);
 	vfile_put(k->file);
 	return r;
 }
 
 /*
  * Cut [a, b) out of the known entries of one kind (file mappings when
- * files, else anonymous ones), splitting an entry that runs past either
- * end.  A file entry holds a reference to its file: a piece split off takes
- * one more, an entry removed whole gives its reference back (after the
- * table's mutex is let go: vfile_put takes the registry lock).  Entries
- * learnt at or after older_than (mark clock) are left alone.
+ * files, else anonymous ones), splitting an anonymous entry that runs past
+ * either end.  A file entry that overlaps goes whole, giving back its
+ * reference to the file and its armed mapping (after the table's mutex is
+ * let go: those take the registry and file locks); the mapping is learnt
+ * again when vrange() meets it.  Entries learnt at or after older_than
+ * (mark clock) are left alone.
  */
 static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than)
 {
@@ -294,6 +313,7 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than
 
 	while (again) {
 		struct vfile *put = NULL;
+		struct vmap *put_map = NULL;
 		struct seq_array *t;
 		struct known *e, tail;
 		size_t i;
@@ -306,8 +326,10 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than
 			if (!e[i].file != !files || e[i].seen >= older_than)
 				continue;
 			again = true; /* the array changes: look again from a */
-			if (a <= e[i].start && e[i].end <= b) { /* wholly inside */
+			/* A file entry goes whole: it is learnt again if need be. */
+			if (e[i].file || (a <= e[i].start && e[i].end <= b)) {
 				put = e[i].file;
+				put_map = e[i].map;
 				seq_array_remove(t, &known_seq, i, sizeof(*e));
 				break;
 			}
@@ -323,15 +345,13 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than
 			if (tail.start < a && b < tail.end) { /* a hole in the middle */
 				tail.pgoff += (b - tail.start) >> vr_page_shift;
 				tail.start = b;
-				if (tail.file)
-					vfile_ref(tail.file);
-				if (seq_array_insert(&ktab, &known_seq, i + 1, &tail,
-						     sizeof(tail)) < 0)
-					put = tail.file; /* forgotten: classified again */
+				/* (anonymous only: no file, no map) */
+				seq_array_insert(&ktab, &known_seq, i + 1, &tail, sizeof(tail));
 			}
 			break;
 		}
 		pthread_mutex_unlock(&known_write);
+		drop_map(put, put_map);
 		vfile_put(put);
 	}
 }
@@ -342,6 +362,23 @@ static bool is_special(const struct vma *v)
 {
 	/* [vdso], [vvar], [vvar_vclock], [vsyscall]: the kernel's own. */
 	return v->name[0] == '[' && v->name[1] == 'v';
+}
+
+/*
+ * The library's own memfds (range trees, vrangectl's publication): never
+ * the application's memory, so never marked (an address that lands there
+ * is a stale pointer; marking would let a purge punch the library's state).
+ */
+static bool is_library_internal(const struct vma *v)
+{
+	static const char *const own[] = { "/memfd:vrange-local", "/memfd:vrange-state",
+					   "/memfd:vrange-pub" };
+
+	for (size_t i = 0; v->shared && i < sizeof(own) / sizeof(own[0]); i++)
+		if (!strncmp(v->name, own[i], strlen(own[i])) &&
+		    (v->name[strlen(own[i])] == ' ' || !v->name[strlen(own[i])]))
+			return true;
+	return false;
 }
 
 /* A descriptor for the file behind a shared mapping, or -errno. */
@@ -369,6 +406,26 @@ static int open_mapped_file(const struct vma *v)
 	return fd;
 }
 
+/*
+ * In SIGBUS mode a purge of the file arms this mapping too (contract 5:
+ * every application mapping passed to vrange()).  Where it cannot be
+ * registered (a read-only descriptor's mapping: EPERM; the application's
+ * own userfaultfd: EBUSY) the purge goes on and the mapping reads zeros.
+ */
+static struct vmap *arm_map(struct vfile *f, const struct vma *v)
+{
+	struct vmap *m;
+
+	if (!uffd_available() || !(m = calloc(1, sizeof(*m))))
+		return NULL;
+	m->base = (char *)(v->start - (uintptr_t)v->offset);
+	m->first = (size_t)v->offset;
+	m->size = (size_t)v->offset + (v->end - v->start);
+	m->sigbus = true;
+	vfile_add_map(f, m);
+	return m;
+}
+
 static int classify_shared(const struct vma *v, struct known *k)
 {
 	struct stat st;
@@ -389,6 +446,7 @@ static int classify_shared(const struct vma *v, struct known *k)
 	vfile_note_app_mapped(f);
 	k->file = f;
 	k->pgoff = v->offset >> vr_page_shift;
+	k->map = arm_map(f, v);
 	return 0;
 }
 
@@ -402,7 +460,7 @@ static int classify_shared(const struct vma *v, struct known *k)
  */
 static bool file_map_holds(const struct known *k, uintptr_t a, uintptr_t b)
 {
-	struct vma v;
+	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 
 	while (a < b) {
 		int q = vma_query(a, &v);
@@ -470,6 +528,8 @@ static int classify(uintptr_t addr)
 		return r;
 	if (is_special(&v))
 		return -EOPNOTSUPP;
+	if (is_library_internal(&v))
+		return -ENOENT;
 	k.start = v.start;
 	k.end = v.end;
 	if (v.shared) {
@@ -493,6 +553,20 @@ static int classify(uintptr_t addr)
 /* ---- vrange() ------------------------------------------------------------ */
 
 /*
+ * An munmap returned whose event is not applied yet: apply it before this
+ * call looks at the table, so the entry of the memory that went is gone
+ * and new memory at its address is learnt - and registered, so that its
+ * own munmap will be told - before anything is marked on it.
+ */
+static void settle_events(void)
+{
+	if (!events_on || !unmap_events_unsettled() || vfile_lock(anon_file) < 0)
+		return;
+	drain_events();
+	vfile_unlock(anon_file);
+}
+
+/*
  * Check that every page of [a, b) is mapped and of an accepted kind,
  * learning unknown mappings on the way.  -ENOENT wins over -EOPNOTSUPP.
  */
@@ -502,7 +576,7 @@ static int validate(uintptr_t a, uintptr_t b)
 
 	while (a < b) {
 		struct known k;
-		struct vma v;
+		struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 
 		if (known_get(a, &k) && k.file &&
 		    !file_map_holds(&k, a, b < k.end ? b : k.end)) {
@@ -543,7 +617,7 @@ static int validate(uintptr_t a, uintptr_t b)
 static bool any_piece_ours(uintptr_t a, uintptr_t b)
 {
 	while (a < b) {
-		struct vma v;
+		struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 		uintptr_t e;
 
 		if (vma_query(a, &v) < 0) {
@@ -634,9 +708,11 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	 * checks that the address still maps that file (and, for a library
 	 * file, refuses its metadata pages).
 	 */
-	if (known_get(oa, &k) && ob <= k.end && !k.file) {
+	if (known_get(oa, &k) && ob <= k.end && !k.file &&
+	    !(events_on && unmap_events_unsettled())) {
 		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
 	} else {
+		settle_events();
 		r = validate(oa, ob);
 		if (r < 0)
 			return r;
@@ -838,7 +914,7 @@ static void walk_pieces(uintptr_t a, uintptr_t b,
 {
 	drain_events();
 	while (a < b) {
-		struct vma v;
+		struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 		uintptr_t e;
 		bool wp;
 
@@ -882,11 +958,30 @@ struct discard_ctx {
 	uint64_t *freed;
 };
 
+static int first_volatile(const struct rt_range *rr, void *arg)
+{
+	if (rr->state != RT_VOLATILE)
+		return 0;
+	*(struct rt_range *)arg = *rr;
+	return 1;
+}
+
+/*
+ * Discard what is still volatile in [a, e): the chunk was chosen before
+ * munmap events were applied, which may have forgotten part of it (the
+ * old memory's marks) - that part is a newcomer's data now.
+ */
 static void discard_cb(uintptr_t a, uintptr_t e, bool wp, void *arg)
 {
 	struct discard_ctx *c = arg;
+	uint64_t p = a >> vr_page_shift, pe = e >> vr_page_shift;
+	struct rt_range rr;
 
-	discard_piece(c->f, a, e, wp, c->freed);
+	while (p < pe && rt_visit(&c->f->tree, p, pe, first_volatile, &rr) == 1) {
+		discard_piece(c->f, (uintptr_t)rr.start << vr_page_shift,
+			      (uintptr_t)rr.end << vr_page_shift, wp, c->freed);
+		p = rr.end;
+	}
 }
 
 void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *freed)
@@ -1000,6 +1095,18 @@ void anymap_sweep(void)
 	sweep_files();
 	sweep_anon();
 	vfile_sweep_orphans();
+}
+
+/* The monitor may run many passes in a burst: once per 100 ms is enough
+ * to notice what went, and discards check for themselves. */
+void anymap_sweep_for_purge(void)
+{
+	static _Atomic uint64_t last;
+	uint64_t now = vr_next_seq(), prev = atomic_load(&last);
+
+	if (now - prev < 100000000u || !atomic_compare_exchange_strong(&last, &prev, now))
+		return;
+	anymap_sweep();
 }
 
 /* ---- fork ---------------------------------------------------------------- */

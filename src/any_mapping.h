@@ -35,10 +35,12 @@ int anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
  * Notice what the application unmapped or replaced since: file entries
  * whose address maps something else are dropped (with their reference),
  * anonymous state of memory that is gone is forgotten, and files nothing
- * refers to any more are let go (vfile_sweep_orphans).  Run at the start
- * of every purge pass and by vrange_get_stats(); takes no lock the caller
- * may hold, except that the purge engine's may be held.
+ * refers to any more are let go (vfile_sweep_orphans).  Run by
+ * vrange_get_stats(), and at the start of purge passes (at most ten times
+ * a second: anymap_sweep_for_purge); takes no lock the caller may hold,
+ * except that the purge engine's may be held.
  */
 void anymap_sweep(void) VR_HIDDEN;
+void anymap_sweep_for_purge(void) VR_HIDDEN;
 
 #endif

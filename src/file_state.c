@@ -24,6 +24,7 @@
 
 #include "any_mapping.h"
 #include "file_state.h"
+#include "publish.h"
 #include "uffd_purge.h"
 #include "vrange.h"
 
@@ -44,10 +45,18 @@ static int arena_grow(struct vfile *f)
 	if (f->shared || want > UINT32_MAX - 1)
 		return -ENOMEM;
 	bytes = rt_arena_bytes((uint32_t)want);
-	/* mremap is a plain system call: safe in a signal handler too. */
-	p = mremap(f->arena, f->arena_bytes, bytes, MREMAP_MAYMOVE);
-	if (p == MAP_FAILED)
+	/* mremap and ftruncate are plain system calls: safe in a signal
+	 * handler too.  The memfd keeps exactly the arena's size (readers
+	 * take the size for the arena's). */
+	if (f->arena_fd >= 0 && ftruncate(f->arena_fd, (off_t)bytes) < 0)
 		return -ENOMEM;
+	p = mremap(f->arena, f->arena_bytes, bytes, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED) {
+		if (f->arena_fd >= 0 &&
+		    ftruncate(f->arena_fd, (off_t)f->arena_bytes) < 0)
+			vr_debug("arena memfd left larger than its arena");
+		return -ENOMEM;
+	}
 	f->arena = p;
 	f->arena_bytes = bytes;
 	return rt_grow(&f->tree, p, bytes);
@@ -70,14 +79,39 @@ static int keep_spare(struct vfile *f)
 	return f->shared ? 0 : vfile_reserve(f, SPARE_NODES);
 }
 
+/*
+ * A process-local arena lives in a memfd of its own, mapped shared: the
+ * tree's counters and ranges are then readable by vrangectl through
+ * /proc/<pid>/fd without this process's help and without any cost to the
+ * marking paths (publish.h).  Without a memfd, private memory still works
+ * (the state is then not visible from outside).
+ */
+/* A memfd arena starts this big: its pages cost nothing until the tree
+ * uses them, and it rarely has to grow.  (vrange() never takes it for
+ * the application's memory wherever it lands: any_mapping.c.) */
+#define MEMFD_ARENA_MIN (64u << 10)
+
 static int arena_create(struct vfile *f)
 {
 	size_t bytes = rt_arena_bytes(INITIAL_NODES);
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	int fd = memfd_create("vrange-local", MFD_CLOEXEC);
+	void *p = MAP_FAILED;
 
+	if (fd >= 0 && bytes < MEMFD_ARENA_MIN)
+		bytes = MEMFD_ARENA_MIN;
+	if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0)
+		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		bytes = rt_arena_bytes(INITIAL_NODES);
+		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
 	if (p == MAP_FAILED)
 		return -ENOMEM;
+	f->arena_fd = fd;
 	f->arena = p;
 	f->arena_bytes = bytes;
 	return rt_format(&f->tree, p, bytes);
@@ -113,6 +147,8 @@ static void vfile_free(struct vfile *f)
 		close(f->fd);
 	if (f->arena)
 		munmap(f->arena, f->arena_bytes);
+	if (f->arena_fd >= 0)
+		close(f->arena_fd);
 	vshared_close(&f->sh);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -126,6 +162,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	if (!f)
 		return -ENOMEM;
 	f->fd = -1;
+	f->arena_fd = -1;
 	f->sh.meta_fd = -1;
 	f->dev = st->st_dev;
 	f->ino = st->st_ino;
@@ -164,6 +201,7 @@ struct vfile *vfile_new_anon(void)
 	if (!f)
 		return NULL;
 	f->fd = -1;
+	f->arena_fd = -1;
 	f->sh.meta_fd = -1;
 	f->anon = true;
 	f->refs = 1; /* never dropped */
@@ -176,6 +214,7 @@ struct vfile *vfile_new_anon(void)
 	f->next = registry;
 	registry = f;
 	pthread_mutex_unlock(&registry_lock);
+	vfile_publish(f);
 	return f;
 }
 
@@ -194,6 +233,7 @@ struct vfile *vfile_find(dev_t dev, ino_t ino)
 int vfile_get(int fd, const struct stat *st, struct vfile **out)
 {
 	struct vfile *f;
+	bool created = false;
 	int r = 0;
 
 	pthread_mutex_lock(&registry_lock);
@@ -205,17 +245,15 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 		if (r == 0) {
 			f->next = registry;
 			registry = f;
+			created = true;
 		}
 	}
 	pthread_mutex_unlock(&registry_lock);
+	if (created)
+		vfile_publish(f);
 	if (r == 0)
 		*out = f;
 	return r;
-}
-
-void vfile_ref(struct vfile *f)
-{
-	atomic_fetch_add(&f->refs, 1);
 }
 
 void vfile_note_app_mapped(struct vfile *f)
@@ -284,6 +322,7 @@ void vfile_put(struct vfile *f)
 	}
 	registry_unlink(f);
 	pthread_mutex_unlock(&registry_lock);
+	publish_del(&f->pub_slot);
 	vfile_free(f);
 }
 
@@ -366,6 +405,21 @@ int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 	return r;
 }
 
+/* Clip the file bytes [*off, *off + *len) to what m maps; false if none. */
+static bool map_clip(const struct vmap *m, size_t *off, size_t *len)
+{
+	size_t end = *off + *len;
+
+	if (*off < m->first)
+		*off = m->first;
+	if (end > m->size)
+		end = m->size;
+	if (*off >= end)
+		return false;
+	*len = end - *off;
+	return true;
+}
+
 struct unpoison_ctx {
 	struct vfile *f;
 };
@@ -382,13 +436,14 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 	if (c->f->anon)
 		return anymap_unpoison(rr->start, rr->end);
 	for (struct vmap *m = c->f->maps; m; m = m->next) {
+		size_t o = off, l = len;
 		int r;
 
-		if (!m->sigbus || off >= m->size)
+		if (!m->sigbus || !map_clip(m, &o, &l))
 			continue;
 		/* Pages that could still raise SIGBUS stay purged: the caller
 		 * gets the error and may ask again. */
-		r = uffd_after_nonvolatile(m, off, len < m->size - off ? len : m->size - off);
+		r = uffd_after_nonvolatile(m, o, l);
 		if (r < 0)
 			return r;
 	}
@@ -459,6 +514,7 @@ void vfile_add_map(struct vfile *f, struct vmap *m)
 	m->next = f->maps;
 	f->maps = m;
 	unlock_both(f, held);
+	vfile_publish(f);
 }
 
 void vfile_del_map(struct vfile *f, struct vmap *m)
@@ -472,6 +528,7 @@ void vfile_del_map(struct vfile *f, struct vmap *m)
 		}
 	}
 	unlock_both(f, held);
+	vfile_publish(f);
 }
 
 int vfile_peek_oldest(struct vfile *f, struct rt_range *out)
@@ -497,18 +554,23 @@ static uint64_t allocated_bytes(int fd)
 /* Undo uffd_before_discard on the SIGBUS mappings before stop. */
 static void disarm_until(struct vfile *f, struct vmap *stop, size_t off, size_t len)
 {
-	for (struct vmap *m = f->maps; m != stop; m = m->next)
-		if (m->sigbus && off < m->size)
-			uffd_cancel_discard(m, off, len < m->size - off ? len : m->size - off);
+	for (struct vmap *m = f->maps; m != stop; m = m->next) {
+		size_t o = off, l = len;
+
+		if (m->sigbus && map_clip(m, &o, &l))
+			uffd_cancel_discard(m, o, l);
+	}
 }
 
 /* uffd_before_discard on every SIGBUS mapping, or on none: -EAGAIN. */
 static int arm_all(struct vfile *f, size_t off, size_t len)
 {
 	for (struct vmap *m = f->maps; m; m = m->next) {
-		if (!m->sigbus || off >= m->size)
+		size_t o = off, l = len;
+
+		if (!m->sigbus || !map_clip(m, &o, &l))
 			continue;
-		if (uffd_before_discard(m, off, len < m->size - off ? len : m->size - off) < 0) {
+		if (uffd_before_discard(m, o, l) < 0) {
 			disarm_until(f, m, off, len);
 			return -EAGAIN;
 		}
@@ -546,9 +608,12 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 		      (off_t)off, (off_t)len) < 0)
 		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
 			 strerror(errno));
-	for (struct vmap *m = f->maps; m; m = m->next)
-		if (m->sigbus && off < m->size)
-			uffd_after_discard(m, off, len < m->size - off ? len : m->size - off);
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+
+		if (m->sigbus && map_clip(m, &o, &l))
+			uffd_after_discard(m, o, l);
+	}
 }
 
 /* May range r join a batch that must stay ahead of lim in purge order? */
@@ -697,7 +762,7 @@ out:
 	return r;
 }
 
-ssize_t vfile_oldest_all(struct purge_cand **out)
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
 {
 	struct purge_cand *v;
 	size_t n = 0, cap = 0;
@@ -708,7 +773,7 @@ ssize_t vfile_oldest_all(struct purge_cand **out)
 		cap++;
 	v = malloc((cap ? cap : 1) * sizeof(*v));
 	for (struct vfile *f = registry; v && f; f = f->next) {
-		if (vfile_peek_oldest(f, &rr) <= 0)
+		if ((skip_shared && f->shared) || vfile_peek_oldest(f, &rr) <= 0)
 			continue;
 		f->refs++;
 		v[n].f = f;
@@ -738,6 +803,21 @@ void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 	pthread_mutex_unlock(&registry_lock);
 }
 
+uint64_t vfile_unshared_volatile_pages(void)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next) {
+		if (!f->shared && vfile_lock(f) == 0) {
+			n += rt_volatile_pages(&f->tree);
+			vfile_unlock(f);
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return n;
+}
+
 int vfile_forget(dev_t dev, ino_t ino)
 {
 	struct vfile *f;
@@ -754,6 +834,7 @@ int vfile_forget(dev_t dev, ino_t ino)
 		/* A library file's state is every process's: leave it be. */
 		if (!f->shared)
 			vfile_clear_all(f);
+		vfile_publish(f);
 		vfile_put(f);
 	}
 	return r;
@@ -761,14 +842,126 @@ int vfile_forget(dev_t dev, ino_t ino)
 
 int vfile_attach_fd_layer(struct vfile *f)
 {
+	bool changed = false;
+
 	pthread_mutex_lock(&registry_lock);
 	if (!f->fd_layer) {
 		/* The file layer's own reference, dropped by vfile_forget(). */
 		f->fd_layer = true;
 		f->refs++;
+		changed = true;
 	}
 	pthread_mutex_unlock(&registry_lock);
+	if (changed)
+		vfile_publish(f);
 	return 0;
+}
+
+/*
+ * What vrangectl needs to reach f: its identity, the process's descriptors
+ * of it and of the memfd holding its tree, and how this process maps it.
+ * Caller holds a reference and no lock of f.
+ */
+void vfile_publish(struct vfile *f)
+{
+	struct pub_file e = {
+		.dev = (uint64_t)f->dev, .ino = (uint64_t)f->ino,
+		.user_fd = f->fd, .state_fd = f->shared ? f->sh.meta_fd : f->arena_fd,
+	};
+
+	e.flags = (f->shared ? PUB_SHARED : 0) | (f->anon ? PUB_ANON : 0) |
+		  (f->fd_layer ? PUB_FD_LAYER : 0) | (f->cache ? PUB_CACHE : 0);
+	e.user_size = f->shared ? f->sh.user_size : 0;
+	pthread_mutex_lock(&f->lock);
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		e.regions += m->region != NULL;
+		e.sigbus_regions += m->region && m->sigbus;
+	}
+	pthread_mutex_unlock(&f->lock);
+	publish_set(&f->pub_slot, &e);
+}
+
+/*
+ * A process-local arena in a memfd is mapped shared, so after fork parent
+ * and child would write one tree.  While fork holds every lock, copy each
+ * arena to private memory; the child then moves its copy into a memfd of
+ * its own (or keeps it private if it cannot).
+ */
+static void fork_snapshot(struct vfile *f)
+{
+	void *p;
+
+	f->fork_copy = NULL;
+	if (f->shared || f->arena_fd < 0)
+		return;
+	p = mmap(NULL, f->arena_bytes, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	memcpy(p, f->arena, f->arena_bytes);
+	f->fork_copy = p;
+}
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w <= 0)
+			return false;
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+static void child_own_arena(struct vfile *f)
+{
+	int fd;
+	void *p = MAP_FAILED;
+
+	if (f->shared || f->arena_fd < 0)
+		return;
+	fd = memfd_create("vrange-local", MFD_CLOEXEC);
+	if (fd >= 0 && f->fork_copy && write_all(fd, f->fork_copy, f->arena_bytes))
+		p = mmap(f->arena, f->arena_bytes, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, fd, 0);
+	if (p == MAP_FAILED && fd >= 0) {
+		close(fd);
+		fd = -1;
+	}
+	if (p == MAP_FAILED && f->fork_copy) {
+		/* Keep the copy, privately, where the arena was. */
+		p = mremap(f->fork_copy, f->arena_bytes, f->arena_bytes,
+			   MREMAP_MAYMOVE | MREMAP_FIXED, f->arena);
+		if (p != MAP_FAILED)
+			f->fork_copy = NULL;
+	}
+	if (p == MAP_FAILED) {
+		/* No copy at all: a private one now; the parent may be
+		 * writing, so keep it only if it checks out. */
+		p = mmap(NULL, f->arena_bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p != MAP_FAILED) {
+			memcpy(p, f->arena, f->arena_bytes);
+			mremap(p, f->arena_bytes, f->arena_bytes,
+			       MREMAP_MAYMOVE | MREMAP_FIXED, f->arena);
+			if (rt_check(&f->tree) < 0)
+				rt_format(&f->tree, f->arena, f->arena_bytes);
+		}
+	}
+	close(f->arena_fd);
+	f->arena_fd = fd;
+}
+
+static void unlock_all(void)
+{
+	for (struct vfile *f = registry; f; f = f->next) {
+		if (!f->shared)
+			shared_lock_release(&f->tree_lock);
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&registry_lock);
 }
 
 /*
@@ -783,25 +976,38 @@ void vfile_fork_prepare(void)
 		pthread_mutex_lock(&f->lock);
 		if (!f->shared)
 			shared_lock_acquire(&f->tree_lock, LOCAL_LOCK_TIMEOUT_MS);
+		fork_snapshot(f);
 	}
+	publish_fork_prepare();
 }
 
 /* The child maps the shared metadata too: name it as a holder, so the
- * state stays reachable after the parent is gone. */
+ * state stays reachable after the parent is gone.  Its local arenas and
+ * its publication become its own. */
 void vfile_fork_child(void)
 {
-	for (struct vfile *f = registry; f; f = f->next)
+	publish_fork_child();
+	for (struct vfile *f = registry; f; f = f->next) {
+		child_own_arena(f);
+		if (f->fork_copy)
+			munmap(f->fork_copy, f->arena_bytes);
+		f->fork_copy = NULL;
+		f->pub_slot = 0;
 		if (f->shared)
 			vshared_add_self(f->fd, &f->sh, &f->tree);
-	vfile_fork_done();
+	}
+	unlock_all();
+	for (struct vfile *f = registry; f; f = f->next)
+		vfile_publish(f);
 }
 
 void vfile_fork_done(void)
 {
 	for (struct vfile *f = registry; f; f = f->next) {
-		if (!f->shared)
-			shared_lock_release(&f->tree_lock);
-		pthread_mutex_unlock(&f->lock);
+		if (f->fork_copy)
+			munmap(f->fork_copy, f->arena_bytes);
+		f->fork_copy = NULL;
 	}
-	pthread_mutex_unlock(&registry_lock);
+	publish_fork_parent();
+	unlock_all();
 }

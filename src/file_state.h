@@ -34,11 +34,14 @@
 struct stat;
 struct vrange_region;
 
-/* One mapping of a file by this library in this process. */
+/* One mapping of a file in this process that a purge must arm for SIGBUS:
+ * a region's, or an application mapping passed to vrange(). */
 struct vmap {
 	struct vmap *next;
-	char *base;          /* mapping of file offset 0 */
-	size_t size;         /* bytes mapped */
+	char *base;          /* where file offset 0 is (or would be) mapped */
+	size_t first;        /* file offset where the mapping starts: 0 for a
+			      * region, an application mapping's offset */
+	size_t size;         /* file offset where the mapping ends */
 	bool sigbus;         /* purged pages must raise SIGBUS here */
 	_Atomic bool armed;  /* a purge's registration may have stayed */
 	struct vrange_region *region;
@@ -60,6 +63,12 @@ struct vfile {
 	struct rt_tree tree;      /* guarded by vfile_lock() */
 	void *arena;              /* process-local arena of the tree */
 	size_t arena_bytes;
+	int arena_fd;             /* the memfd behind it (-1: private memory):
+				   * vrangectl reads the tree there (publish.h) */
+	void *fork_copy;          /* the arena as fork() found it (atfork) */
+	uint32_t pub_slot;        /* its entry in the publication (publish.h) */
+	bool cache;               /* backs a purgeable cache: set it, then call
+				   * vfile_publish() (vrangectl shows "cache") */
 	bool shared;              /* a library file: state inside it */
 	bool anon;                /* the process's anonymous memory: pages are
 				   * virtual page numbers, no file (any_mapping.c) */
@@ -89,9 +98,6 @@ int vfile_reserve(struct vfile *f, uint32_t n) VR_HIDDEN;
 
 /* Find an existing vfile without creating one; takes a reference. NULL if none. */
 struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
-
-/* One more reference, by a holder that has one already. */
-void vfile_ref(struct vfile *f) VR_HIDDEN;
 
 /*
  * Drop a reference.  The last one frees the vfile - unless the file was
@@ -162,9 +168,12 @@ struct purge_cand {
 	struct rt_range oldest;
 };
 
-/* Every file with something volatile, each with a reference taken: the
- * count (and *out, to free), or -ENOMEM. */
-ssize_t vfile_oldest_all(struct purge_cand **out) VR_HIDDEN;
+/* Every file with something volatile (library files passed over when
+ * skip_shared), each with a reference taken: the count (and *out, to
+ * free), or -ENOMEM. */
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared) VR_HIDDEN;
+/* RT_VOLATILE pages of the files that are not library files (+ anonymous). */
+uint64_t vfile_unshared_volatile_pages(void) VR_HIDDEN;
 
 /* The file layer starts keeping state for f: it takes its own reference. */
 int vfile_attach_fd_layer(struct vfile *f) VR_HIDDEN;
@@ -174,6 +183,9 @@ int vfile_forget(dev_t dev, ino_t ino) VR_HIDDEN;
 /* Totals for stats: files with file-layer state, pages volatile/purged. */
 void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 		  uint64_t *resident_bytes) VR_HIDDEN;
+
+/* Rewrite f's entry in this process's publication (publish.h). */
+void vfile_publish(struct vfile *f) VR_HIDDEN;
 
 /* pthread_atfork handlers: hold every lock of this module across fork. */
 void vfile_fork_prepare(void) VR_HIDDEN;

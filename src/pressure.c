@@ -30,8 +30,8 @@
  * The thread blocks all signals, never touches application memory, owns
  * every descriptor it opens (O_CLOEXEC) and is woken through an eventfd to
  * stop or to apply a new budget.  A budget set while the monitor is not
- * running is enforced once it starts.  After fork() the child of a
- * process whose monitor runs starts its own (atfork_child).  The thread is
+ * running is enforced once it starts.  After fork() the child has no
+ * monitor (its stats say "none"); it may start its own.  The thread is
  * stopped and joined at exit and at dlclose (destructor).
  */
 #include <ctype.h>
@@ -52,7 +52,9 @@
 #include <unistd.h>
 
 #include "file_state.h"
+#include "coordinator.h"
 #include "pressure.h"
+#include "publish.h"
 #include "purge.h"
 #include "vrange.h"
 
@@ -401,6 +403,15 @@ static bool parent_dir(char *dir, size_t stop_len)
 /* ------------------------------------------------------------------ */
 /* Policy */
 
+/*
+ * While `vrangectl coordinate` runs for our user, pressure purges leave
+ * library files to it (it purges them in one order across processes) and
+ * look after what only this process can reach: anonymous memory and
+ * foreign files.  Set by act() for its purge; the budget keeps its own
+ * promise and purges everything.
+ */
+static bool leave_shared;
+
 static uint64_t volatile_bytes_now(void)
 {
 	uint64_t files, vol, purged, resident;
@@ -423,7 +434,7 @@ static uint64_t purge_bytes(uint64_t bytes, const char *why, uint64_t t0_us)
 			step = VFILE_CHUNK_BYTES;
 		else if (step > PURGE_STEP)
 			step = PURGE_STEP;
-		got = purge_run(step);
+		got = purge_run_of(step, leave_shared);
 		if (freed == 0 && t0_us)
 			vr_debug("%s: first %" PRIu64 " bytes freed %" PRIu64
 				 " us after the event", why, got, now_us() - t0_us);
@@ -441,9 +452,11 @@ static uint64_t purge_bytes(uint64_t bytes, const char *why, uint64_t t0_us)
 static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
 		    uint64_t headroom, uint64_t t0_us)
 {
-	uint64_t vol = volatile_bytes_now();
-	uint64_t want, freed;
+	bool leave = coord_present();
+	uint64_t vol, want, freed;
 
+	vol = leave ? vfile_unshared_volatile_pages() << vr_page_shift :
+		      volatile_bytes_now();
 	if (vol == 0)
 		return 0;
 	purge_note_pressure_event();
@@ -460,7 +473,9 @@ static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
 	}
 	if (want > vol)
 		want = vol;
+	leave_shared = leave;
 	freed = purge_bytes(want, why, t0_us);
+	leave_shared = false;
 	vr_debug("%s: usage %" PRIu64 " limit %" PRIu64 ": purged %" PRIu64
 		 " of %" PRIu64 " volatile bytes", why, usage, limit, freed, vol);
 	return freed;
@@ -1009,31 +1024,24 @@ static void *monitor_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* Control */
 
-static int monitor_start(const struct vrange_monitor_opts *opts, bool sync);
-
 /*
  * The child of fork() inherits no thread: forget the parent's monitor and
- * close its descriptors (the parent's registrations stay the parent's),
- * then start the child's own with the same options.  A pre-forked worker
- * or a zygote's child may never call the library again, yet its volatile
- * memory must still go under pressure.  (A child that execs at once loses
- * the thread with everything else; posix_spawn and vfork run no handler.)
+ * close its descriptors (the parent's registrations stay the parent's).
+ * It may start its own.  Not by itself: the child's copy of a foreign
+ * file's process-local state goes stale as soon as the parent unmarks, and
+ * a monitor purging from that copy would punch pages the parent was just
+ * told were intact (the model test showed it).
  */
 static void atfork_child(void)
 {
-	struct vrange_monitor_opts o = mon.opts;
-	bool was_running = mon_running;
-
 	pthread_mutex_init(&mon_lock, NULL);
-	if (!was_running)
+	if (!mon_running)
 		return;
 	mon_running = false;
 	atomic_store(&wake_fd_pub, -1);
 	close_fd(&mon.wake_fd);
 	monitor_close_all();
 	atomic_store(&cur_src, SRC_NONE);
-	if (monitor_start(&o, false) < 0)
-		vr_debug("no monitor in the forked child");
 }
 
 static void register_atfork(void)
@@ -1044,7 +1052,7 @@ static void register_atfork(void)
 /*
  * Start the thread.  sync: find the sources before returning (an explicit
  * vrange_monitor_start, whose caller may read pressure_source at once);
- * otherwise the thread finds them itself (autostart, a forked child).
+ * otherwise the thread finds them itself (autostart).
  */
 static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 {
@@ -1105,6 +1113,7 @@ static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
 out:
 	pthread_mutex_unlock(&mon_lock);
+	publish_status();
 	return r;
 }
 
@@ -1130,6 +1139,7 @@ int vrange_monitor_stop(void)
 		mon_running = false;
 	}
 	pthread_mutex_unlock(&mon_lock);
+	publish_status();
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "any_mapping.h"
 #include "cache.h"
 #include "file_state.h"
+#include "publish.h"
 #include "purge.h"
 #include "region.h"
 #include "vrange.h"
@@ -69,6 +70,18 @@ static void step_limit(const struct purge_cand *h, size_t n, uint64_t pass_start
 
 uint64_t purge_run(uint64_t bytes)
 {
+	return purge_run_each(bytes, false, NULL, NULL);
+}
+
+uint64_t purge_run_of(uint64_t bytes, bool skip_shared)
+{
+	return purge_run_each(bytes, skip_shared, NULL, NULL);
+}
+
+uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
+			void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			void *arg)
+{
 	uint64_t freed = 0, pages = 0, pass_start;
 	struct purge_cand *h = NULL;
 	struct purge_limit lim;
@@ -83,7 +96,7 @@ uint64_t purge_run(uint64_t bytes)
 	cache_flush_all();
 	pthread_mutex_lock(&purge_lock);
 	/* What the application unmapped since is forgotten, not purged. */
-	anymap_sweep();
+	anymap_sweep_for_purge();
 	/*
 	 * A pass considers what was volatile when it began: anonymous pages
 	 * that held no data are put back at the end of the order, and must
@@ -91,7 +104,7 @@ uint64_t purge_run(uint64_t bytes)
 	 * volatile range meanwhile hold only later marks.
 	 */
 	pass_start = vr_seq_barrier();
-	got = vfile_oldest_all(&h);
+	got = vfile_oldest_all(&h, skip_shared);
 	n = got > 0 ? (size_t)got : 0;
 	for (size_t i = n / 2; i-- > 0;)
 		sift_down(h, n, i);
@@ -99,6 +112,8 @@ uint64_t purge_run(uint64_t bytes)
 		uint64_t left = bytes - freed;
 		/* Round up to pages without wrapping for bytes near SIZE_MAX. */
 		uint64_t want = (left >> vr_page_shift) + ((left & (vr_page_size - 1)) != 0);
+		uint64_t before = freed;
+		int r;
 
 		/* Unmarked since the heap learnt it: take the file's key now. */
 		if (vfile_peek_oldest(h[0].f, &now) != 1 ||
@@ -110,7 +125,10 @@ uint64_t purge_run(uint64_t bytes)
 		if (h[0].oldest.seq > pass_start)
 			break;
 		step_limit(h, n, pass_start, &lim);
-		if (vfile_purge_oldest(h[0].f, want ? want : 1, &lim, &freed, &pages) < 0)
+		r = vfile_purge_oldest(h[0].f, want ? want : 1, &lim, &freed, &pages);
+		if (step)
+			step(h[0].f, freed - before, arg);
+		if (r < 0)
 			break;
 		rekey_top(h, &n);
 	}
@@ -120,6 +138,7 @@ uint64_t purge_run(uint64_t bytes)
 	atomic_fetch_add(&n_purges, 1);
 	atomic_fetch_add(&n_purged_total, freed);
 	pthread_mutex_unlock(&purge_lock);
+	publish_status();
 	return freed;
 }
 
@@ -145,6 +164,7 @@ ssize_t vrange_region_purge(vrange_region *r)
 	atomic_fetch_add(&n_purges, 1);
 	atomic_fetch_add(&n_purged_total, freed);
 	pthread_mutex_unlock(&purge_lock);
+	publish_status();
 	if (rc < 0)
 		return rc;
 	return freed > SSIZE_MAX ? SSIZE_MAX : (ssize_t)freed;
@@ -153,10 +173,13 @@ ssize_t vrange_region_purge(vrange_region *r)
 void purge_note_pressure_event(void)
 {
 	atomic_fetch_add(&n_events, 1);
+	publish_status();
 }
 
 void purge_note_refill(uint64_t pages)
 {
+	/* Not published here: the fault thread goes straight back to sleep
+	 * (the count reaches the publication with the next slow path). */
 	atomic_fetch_add(&n_refills, pages);
 }
 

@@ -3,6 +3,7 @@
 #ifndef VRANGE_PURGE_H
 #define VRANGE_PURGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -14,6 +15,15 @@
  * freed (allocated blocks given back).  The engine behind vrange_purge().
  */
 uint64_t purge_run(uint64_t bytes) VR_HIDDEN;
+/* The same, passing over library files when skip_shared (the monitor,
+ * while `vrangectl coordinate` looks after them). */
+uint64_t purge_run_of(uint64_t bytes, bool skip_shared) VR_HIDDEN;
+/* The same, telling step() after each step which file gave how much
+ * (vrangectl credits each owning process). */
+struct vfile;
+uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
+			void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			void *arg) VR_HIDDEN;
 
 void purge_note_pressure_event(void) VR_HIDDEN;
 void purge_note_refill(uint64_t pages) VR_HIDDEN;

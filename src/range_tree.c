@@ -988,6 +988,22 @@ int rt_attach(struct rt_tree *t, void *arena, size_t arena_bytes)
 	return 0;
 }
 
+int rt_peek_totals(const void *hdr, size_t arena_bytes, uint64_t *vol,
+		   uint64_t *purged)
+{
+	struct rt_tree t = { .hdr = (struct rt_hdr *)(uintptr_t)hdr };
+
+	_Static_assert(sizeof(struct rt_hdr) <= RT_HDR_COPY_BYTES, "header copy");
+	if (!arena_usable(hdr, arena_bytes))
+		return -EIO;
+	t.cap = cap_for(arena_bytes);
+	if (t.hdr->cap != t.cap || !hdr_ok(&t))
+		return -EIO;
+	*vol = t.hdr->vol_pages;
+	*purged = t.hdr->purged_pages;
+	return 0;
+}
+
 int rt_grow(struct rt_tree *t, void *arena, size_t arena_bytes)
 {
 	uint32_t cap;

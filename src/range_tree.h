@@ -134,6 +134,15 @@ uint64_t rt_volatile_pages(const struct rt_tree *t); /* RT_VOLATILE */
 uint64_t rt_purged_pages(const struct rt_tree *t);   /* RT_PURGED */
 uint32_t rt_nranges(const struct rt_tree *t);
 
+/*
+ * The totals of a tree read from outside without its arena: hdr is a copy
+ * of the arena's first 64 bytes, arena_bytes the size the arena must have.
+ * The header is checked as rt_attach checks it.  0 or -EIO.
+ */
+#define RT_HDR_COPY_BYTES 64
+int rt_peek_totals(const void *hdr, size_t arena_bytes, uint64_t *vol,
+		   uint64_t *purged);
+
 /* Free node slots left (free list + never used).  */
 uint32_t rt_free_nodes(const struct rt_tree *t);
 

@@ -2,6 +2,7 @@
 /* sigbus_fixup.c - see sigbus_fixup.h. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -10,11 +11,19 @@
 #include "file_state.h"
 #include "region.h"
 #include "sigbus_fixup.h"
+#include "uffd_purge.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sigaction previous;
-/* The last address this thread fixed: a second fault there is genuine. */
+/*
+ * The last address this thread fixed, and how many times markers had been
+ * installed then: a second fault there with none installed in between is
+ * genuine (the marker was not the cause).  After a purge, or a SIGBUS
+ * region made at the same address over purged pages, the page may carry a
+ * new stale marker (unmarked by another process again).
+ */
 static __thread uintptr_t last_fixed;
+static __thread uint64_t last_fixed_gen;
 
 /* Is the page at addr, in a SIGBUS-mode region, no longer purged? */
 static bool stale_marker(void *addr)
@@ -51,10 +60,13 @@ static void chain(int sig, siginfo_t *si, void *uc)
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
 	uintptr_t page = (uintptr_t)si->si_addr & ~(uintptr_t)(vr_page_size - 1);
+	uint64_t gen = atomic_load(&uffd_poison_gen); /* async-signal-safe */
 
-	if (si->si_code == BUS_ADRERR && page != last_fixed &&
+	if (si->si_code == BUS_ADRERR &&
+	    (page != last_fixed || gen != last_fixed_gen) &&
 	    stale_marker(si->si_addr)) {
 		last_fixed = page;
+		last_fixed_gen = gen;
 		madvise((void *)page, vr_page_size, MADV_DONTNEED);
 		return; /* the access is retried and now finds the page */
 	}

@@ -245,9 +245,13 @@ static int uffd_unregister(int fd, void *addr, size_t len)
  * every hole of the range ends up poisoned.  0, or -errno if some hole may
  * have stayed unpoisoned.  Async-signal-safe.
  */
+_Atomic uint64_t uffd_poison_gen;
+
 static int uffd_poison(int fd, char *addr, size_t len)
 {
 	char *end = addr + len;
+
+	atomic_fetch_add(&uffd_poison_gen, 1); /* see sigbus_fixup.c */
 
 	while (addr < end) {
 		struct uffdio_poison p = {

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "env.h"
 
@@ -47,5 +48,12 @@ void uffd_map_joined(struct vmap *m, const struct rt_tree *t) VR_HIDDEN;
 int uffd_region_refill(struct vrange_region *r) VR_HIDDEN;
 /* A region with refill goes away: stop serving its faults. */
 void uffd_region_gone(struct vrange_region *r) VR_HIDDEN;
+
+/*
+ * Bumped whenever markers are installed in a region's mapping (a purge, or
+ * a SIGBUS region made over already-purged pages): the SIGBUS fixup tells a
+ * new stale marker from a fault it has just failed to fix.
+ */
+extern _Atomic uint64_t uffd_poison_gen VR_HIDDEN;
 
 #endif

@@ -150,6 +150,13 @@ size_t unmap_events_take(struct unmap_event *out, size_t max, bool *was_lost)
 	return n;
 }
 
+bool unmap_events_unsettled(void)
+{
+	return atomic_load_explicit(&reading, memory_order_acquire) ||
+	       atomic_load_explicit(&head, memory_order_relaxed) !=
+		       atomic_load_explicit(&tail, memory_order_acquire);
+}
+
 bool unmap_events_pending(void)
 {
 	int fd = atomic_load(&reader_fd);

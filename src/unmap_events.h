@@ -40,6 +40,13 @@ int unmap_events_start(int uffd) VR_HIDDEN;
  */
 size_t unmap_events_take(struct unmap_event *out, size_t max, bool *lost) VR_HIDDEN;
 
+/*
+ * Is an event being read, or read and not yet taken?  One or two atomic
+ * loads: the marking fast path asks, so that no mark goes through a table
+ * entry whose memory an munmap that already returned took away.
+ */
+bool unmap_events_unsettled(void) VR_HIDDEN;
+
 /* Is an event waiting to be read (an munmap is in progress)? */
 bool unmap_events_pending(void) VR_HIDDEN;
 

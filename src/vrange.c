@@ -12,6 +12,7 @@
 #include "config.h"
 #include "file_state.h"
 #include "pressure.h"
+#include "publish.h"
 #include "purge.h"
 #include "region.h"
 #include "shared_file.h"
@@ -187,5 +188,6 @@ int vrange_get_stats(struct vrange_stats *out)
 	pressure_fill_stats(out);
 	strncpy(out->access_fallback, uffd_fallback_reason(),
 		sizeof(out->access_fallback) - 1);
+	publish_status();
 	return 0;
 }

@@ -935,6 +935,59 @@ START_TEST(test_scm_rights_unpinned_visible_to_purge)
 END_TEST
 
 /*
+ * An area received over a socket is held from that moment, as with the
+ * driver: the sender unpins, purges and exits before the receiver ever
+ * uses the fd, and the receiver's PIN still says WAS_PURGED (the state
+ * was not forgotten when its last user so far exited).
+ */
+START_TEST(test_scm_rights_state_outlives_sender)
+{
+	int sv[2], fd, status;
+	pid_t pid;
+	char *p;
+
+	if (!has_cap_sys_admin())
+		TEST_SKIP("PURGE_ALL_CACHES needs CAP_SYS_ADMIN");
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int a = open("/dev/ashmem", O_RDWR | O_CLOEXEC);
+		char *m, c;
+
+		if (a < 0 || ioctl(a, ASHMEM_SET_SIZE, 2 * pg) < 0)
+			_exit(2);
+		m = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, a, 0);
+		if (m == MAP_FAILED)
+			_exit(3);
+		memset(m, 't', 2 * pg);
+		if (pin_op(a, ASHMEM_UNPIN, 0, (uint32_t)pg) != 0 || send_fd(sv[1], a) < 0)
+			_exit(4);
+		/* The receiver has it; now purge and go. */
+		if (read(sv[1], &c, 1) != 1 || ioctl(a, ASHMEM_PURGE_ALL_CACHES) != 1)
+			_exit(5);
+		_exit(0);
+	}
+	fd = recv_fd(sv[0]);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(sv[0], "r", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	if (!state_is_shared(fd))
+		TEST_SKIP("the library keeps this file's pin state per process");
+	ck_assert_int_eq(pin_op(fd, ASHMEM_PIN, 0, (uint32_t)pg), ASHMEM_WAS_PURGED);
+	ck_assert_int_eq(pin_op(fd, ASHMEM_GET_PIN_STATUS, 0, 0), ASHMEM_IS_PINNED);
+	p = ash_map(fd, 2 * pg, PROT_READ);
+	ck_assert_int_eq(p[0], 0);
+	ck_assert_int_eq(p[pg], 't');
+	munmap(p, 2 * pg);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/*
  * The exec'd half of test_exec: this binary re-executed with the shim
  * preloaded, the ashmem fd inherited.  Runs before main() and exits.
  */
@@ -1220,6 +1273,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, test_fork_child_unpins_parent_purges);
 	tcase_add_test(tc, test_state_outlives_child);
 	tcase_add_test(tc, test_scm_rights_unpinned_visible_to_purge);
+	tcase_add_test(tc, test_scm_rights_state_outlives_sender);
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_no_leak_after_close);
 	tcase_add_test(tc, test_read_lseek);

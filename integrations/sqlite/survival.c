@@ -39,6 +39,8 @@
 #include <sqlite3.h>
 #include <vrange.h>
 
+#include "demo_cgroup.h"
+
 #include "vrange-sqlite.h"
 
 #define MiB ((uint64_t)1 << 20)
@@ -59,21 +61,6 @@ struct outcome {
 	char source[32];
 };
 
-static int write_str(const char *dir, const char *file, const char *val)
-{
-	char path[4096];
-	int fd, r = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 static uint64_t read_num(const char *dir, const char *file)
 {
 	char path[4096];
@@ -88,73 +75,6 @@ static uint64_t read_num(const char *dir, const char *file)
 		fclose(f);
 	}
 	return v;
-}
-
-static bool find_mount(bool v2, char *out, size_t n)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096];
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char mnt[1024], fstype[64], super[512];
-		const char *sep = strstr(line, " - ");
-
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %1023s", mnt) != 1 ||
-		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) != 2)
-			continue;
-		if (v2 ? !strcmp(fstype, "cgroup2")
-		       : !strcmp(fstype, "cgroup") && strstr(super, "memory")) {
-			snprintf(out, n, "%s", mnt);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-/* A fresh memory cgroup with the limit (v1 first, else v2). */
-static int make_cgroup(uint64_t limit, char *dir, size_t n, bool *v2, char *why, size_t wn)
-{
-	char mnt[1024], val[32];
-
-	snprintf(val, sizeof(val), "%llu", (unsigned long long)limit);
-	if (find_mount(false, mnt, sizeof(mnt))) {
-		snprintf(dir, n, "%s/vrange-sqlite-%d", mnt, (int)getpid());
-		if (mkdir(dir, 0755) == 0) {
-			if (write_str(dir, "memory.limit_in_bytes", val) == 0) {
-				*v2 = false;
-				return 0;
-			}
-			rmdir(dir);
-		}
-		snprintf(why, wn, "cgroup v1 %s: %s", dir, strerror(errno));
-	}
-	if (find_mount(true, mnt, sizeof(mnt))) {
-		write_str(mnt, "cgroup.subtree_control", "+memory");
-		snprintf(dir, n, "%s/vrange-sqlite-%d", mnt, (int)getpid());
-		if (mkdir(dir, 0755) == 0) {
-			if (write_str(dir, "memory.max", val) == 0) {
-				write_str(dir, "memory.swap.max", "0");
-				*v2 = true;
-				return 0;
-			}
-			rmdir(dir);
-		}
-		snprintf(why, wn, "cgroup v2 %s: %s", dir, strerror(errno));
-	}
-	if (!*why)
-		snprintf(why, wn, "no memory cgroup hierarchy mounted");
-	return -1;
-}
-
-static void remove_cgroup(const char *dir)
-{
-	/* A killed child's memory is uncharged asynchronously: retry a bit. */
-	for (int i = 0; i < 100 && rmdir(dir) < 0 && errno == EBUSY; i++)
-		usleep(20000);
 }
 
 static double now_s(void)
@@ -256,12 +176,12 @@ static int run_one(bool vr, const char *path, uint64_t limit, uint64_t cache,
 
 	memset(out, 0, sizeof(*out));
 	why[0] = '\0';
-	if (make_cgroup(limit, dir, sizeof(dir), &v2, why, wn) < 0)
+	if (demo_cgroup_make(limit, "vrange-sqlite", dir, sizeof(dir), &v2, why, wn) < 0)
 		return -1;
 	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (rep == MAP_FAILED || pipe(sync) < 0) {
 		snprintf(why, wn, "mmap/pipe: %s", strerror(errno));
-		remove_cgroup(dir);
+		demo_cgroup_remove(dir);
 		return -1;
 	}
 	memset(rep, 0, sizeof(*rep));
@@ -278,14 +198,14 @@ static int run_one(bool vr, const char *path, uint64_t limit, uint64_t cache,
 	close(sync[0]);
 	if (pid > 0) {
 		snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
-		if (write_str(dir, "cgroup.procs", pidstr) < 0 || write(sync[1], "g", 1) != 1)
+		if (demo_write(dir, "cgroup.procs", pidstr) < 0 || write(sync[1], "g", 1) != 1)
 			kill(pid, SIGKILL);
 	}
 	close(sync[1]);
 	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
 		snprintf(why, wn, "fork/wait: %s", strerror(errno));
 		munmap(rep, sizeof(*rep));
-		remove_cgroup(dir);
+		demo_cgroup_remove(dir);
 		return -1;
 	}
 	out->secs = now_s() - t0;
@@ -301,7 +221,7 @@ static int run_one(bool vr, const char *path, uint64_t limit, uint64_t cache,
 	if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		snprintf(why, wn, "scan failed with exit status %d", WEXITSTATUS(status));
 	munmap(rep, sizeof(*rep));
-	remove_cgroup(dir);
+	demo_cgroup_remove(dir);
 	return 0;
 }
 
@@ -367,11 +287,11 @@ int main(int argc, char **argv)
 		bool v2;
 
 		why[0] = '\0';
-		if (make_cgroup(limit, d, sizeof(d), &v2, why, sizeof(why)) < 0) {
+		if (demo_cgroup_make(limit, "vrange-sqlite", d, sizeof(d), &v2, why, sizeof(why)) < 0) {
 			printf("cannot run: %s\n", why);
 			return 77;
 		}
-		remove_cgroup(d);
+		demo_cgroup_remove(d);
 	}
 	snprintf(path, sizeof(path), "%s/vrange-sqlite-survival-%d.db", dirname, (int)getpid());
 	printf("memory cgroup limit %llu MiB; a %llu MiB database scanned %s with "

@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coordinate.c - `vrangectl coordinate`: one pressure watcher for every
+ * process of this user.
+ *
+ * It listens on the coordinator address (src/coordinator.h): while it does,
+ * the processes' own monitors leave library files to it.  It groups the
+ * processes it can read by the memory cgroup that limits them (v1 or v2,
+ * the nearest ancestor with a finite limit; the machine's MemTotal for the
+ * rest), polls each group's usage at an interval shrinking with the
+ * headroom left - the in-process monitor's policy (pressure.h) - and when
+ * a group is inside its headroom frees what brings it back to twice the
+ * headroom below the limit (everything volatile when under a quarter of
+ * it is left), oldest first across the group's processes.  A purge frees at
+ * most what was asked for (chunks are cut to the bytes still wanted).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "coordinator.h"
+#include "pressure.h"
+#include "purge_all.h"
+
+#define MiB (1024ull * 1024)
+#define ALLOC_RATE_PER_MS (2 * MiB)
+#define POLL_MIN_MS 1
+#define POLL_MAX_MS 1000
+#define REFRESH_MS 500
+#define STALE_ACT_MS 1000
+#define MAX_GROUPS 256
+
+struct group {
+	char dir[512];          /* cgroup directory, "" = the machine */
+	bool v2;
+	uint64_t act_ms, after_act;
+	size_t *members;        /* indexes into the process snapshot */
+	size_t n;
+};
+
+static volatile sig_atomic_t stop;
+static bool verbose;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A number from a small file ("max" or unreadable: UINT64_MAX). */
+static uint64_t read_u64(const char *dir, const char *name)
+{
+	char path[640], buf[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return UINT64_MAX;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
+		return UINT64_MAX;
+	buf[n] = 0;
+	return strtoull(buf, NULL, 10);
+}
+
+static uint64_t meminfo(const char *key)
+{
+	char line[256];
+	unsigned long long v = 0;
+	size_t kl = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && sscanf(line + kl, " %llu", &v) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)v * 1024;
+}
+
+/* Limit and usage of a group (limit UINT64_MAX: none). */
+static void level(const struct group *g, uint64_t *limit, uint64_t *usage)
+{
+	if (!g->dir[0]) {
+		uint64_t total = meminfo("MemTotal:"), avail = meminfo("MemAvailable:");
+
+		*limit = total ? total : UINT64_MAX;
+		*usage = total > avail ? total - avail : 0;
+	} else if (g->v2) {
+		uint64_t max = read_u64(g->dir, "memory.max"), high = read_u64(g->dir, "memory.high");
+
+		*limit = high < max ? high : max;
+		*usage = read_u64(g->dir, "memory.current");
+	} else {
+		*limit = read_u64(g->dir, "memory.limit_in_bytes");
+		*usage = read_u64(g->dir, "memory.usage_in_bytes");
+	}
+	if (*limit >= (1ull << 60))
+		*limit = UINT64_MAX;
+}
+
+/* The nearest cgroup of pid (or an ancestor) with a finite memory limit. */
+static void limiting_cgroup(pid_t pid, char *out, size_t len, bool *v2)
+{
+	char path[64], line[512], dir[512];
+	FILE *f;
+
+	out[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, ':'), *q = p ? strchr(p + 1, ':') : NULL;
+		bool is_v2 = p && q == p + 1 && !strncmp(line, "0:", 2);
+
+		if (!q || (!is_v2 && strncmp(p + 1, "memory:", 7)))
+			continue;
+		q[strcspn(q, "\n")] = 0;
+		if (strstr(q, "/.."))
+			continue;
+		snprintf(dir, sizeof(dir), "%s%s", is_v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory",
+			 q + 1);
+		for (;;) {
+			uint64_t lim = read_u64(dir, is_v2 ? "memory.max" : "memory.limit_in_bytes");
+			char *slash;
+
+			if (is_v2 && read_u64(dir, "memory.high") < lim)
+				lim = read_u64(dir, "memory.high");
+			if (lim < (1ull << 60)) {
+				snprintf(out, len, "%s", dir);
+				*v2 = is_v2;
+				fclose(f);
+				return;
+			}
+			slash = strrchr(dir, '/');
+			if (!slash || slash - dir <= (is_v2 ? 14 : 21))
+				break;
+			*slash = 0;
+		}
+	}
+	fclose(f);
+}
+
+static size_t build_groups(const struct vc_proc *p, size_t n, struct group *g)
+{
+	size_t ng = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char dir[512];
+		bool v2 = false;
+		size_t k;
+
+		limiting_cgroup(p[i].pid, dir, sizeof(dir), &v2);
+		for (k = 0; k < ng && strcmp(g[k].dir, dir); k++)
+			;
+		if (k == ng) {
+			if (ng == MAX_GROUPS)
+				continue;
+			memset(&g[ng], 0, sizeof(g[ng]));
+			snprintf(g[ng].dir, sizeof(g[ng].dir), "%s", dir);
+			g[ng].v2 = v2;
+			g[ng].members = calloc(n, sizeof(size_t));
+			if (!g[ng].members)
+				continue;
+			ng++;
+		}
+		g[k].members[g[k].n++] = i;
+	}
+	return ng;
+}
+
+static void free_groups(struct group *g, size_t ng)
+{
+	for (size_t i = 0; i < ng; i++)
+		free(g[i].members);
+}
+
+/* Purge want bytes across the group's processes. */
+static uint64_t purge_group(const struct vc_proc *p, const struct group *g, uint64_t want)
+{
+	struct vc_proc *sub = calloc(g->n ? g->n : 1, sizeof(*sub));
+	struct vc_purge_result res = { 0 };
+
+	if (!sub)
+		return 0;
+	for (size_t i = 0; i < g->n; i++)
+		sub[i] = p[g->members[i]];
+	if (vc_purge(sub, g->n, want, &res) < 0)
+		res.freed_bytes = 0;
+	free(res.freed);
+	free(sub);
+	return res.freed_bytes;
+}
+
+/* One look at a group: purge if needed; the next poll interval in ms. */
+static uint64_t check_group(const struct vc_proc *p, struct group *g)
+{
+	uint64_t limit, usage, left, headroom, interval, now = now_ms();
+
+	level(g, &limit, &usage);
+	if (limit == UINT64_MAX || usage == UINT64_MAX)
+		return POLL_MAX_MS;
+	headroom = pressure_headroom(limit);
+	left = usage < limit ? limit - usage : 0;
+	if (left < headroom) {
+		bool critical = left < headroom / 4;
+		uint64_t want = critical ? UINT64_MAX : usage + 2 * headroom - limit;
+
+		if (critical || usage > g->after_act || now - g->act_ms >= STALE_ACT_MS) {
+			uint64_t freed = purge_group(p, g, want);
+
+			if (verbose)
+				fprintf(stderr, "vrangectl: %s: usage %" PRIu64 " limit %" PRIu64
+					": freed %" PRIu64 " of %" PRIu64 " wanted\n",
+					g->dir[0] ? g->dir : "machine", usage, limit, freed, want);
+			g->act_ms = now_ms();
+			level(g, &limit, &g->after_act);
+		}
+		return POLL_MIN_MS;
+	}
+	g->after_act = 0;
+	interval = (left - headroom) / ALLOC_RATE_PER_MS / 2;
+	return interval < POLL_MIN_MS ? POLL_MIN_MS : interval > POLL_MAX_MS ? POLL_MAX_MS : interval;
+}
+
+static int listen_socket(void)
+{
+	struct sockaddr_un sa;
+	unsigned int len = coord_address(geteuid(), &sa);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	uid_t owner;
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, len) == 0 && listen(fd, 128) == 0)
+		return fd;
+	close(fd);
+	if (coord_check(geteuid(), &owner) || owner == geteuid())
+		fprintf(stderr, "vrangectl: coordinate: a coordinator already runs for this user\n");
+	else if (owner != (uid_t)-1)
+		fprintf(stderr, "vrangectl: coordinate: the coordinator address is held by "
+			"uid %u (not obeyed by this user's processes)\n", (unsigned int)owner);
+	else
+		fprintf(stderr, "vrangectl: coordinate: cannot listen: %s\n", strerror(errno));
+	return -EADDRINUSE;
+}
+
+static void serve(int lfd)
+{
+	struct group groups[MAX_GROUPS];
+	struct vc_proc *procs = NULL;
+	size_t n = 0, ng = 0;
+	uint64_t refresh_at = 0;
+
+	while (!stop) {
+		uint64_t next = POLL_MAX_MS, now = now_ms();
+		struct pollfd pf = { lfd, POLLIN, 0 };
+		int c;
+
+		if (now >= refresh_at) {
+			/* Keep each group's policy state across refreshes. */
+			struct group old[MAX_GROUPS];
+			size_t nold = ng;
+
+			memcpy(old, groups, sizeof(groups[0]) * ng);
+			vc_procs_free(procs, n);
+			procs = NULL;
+			n = 0;
+			if (vc_read_all(VC_TOTALS, &procs, &n) < 0)
+				n = 0;
+			ng = build_groups(procs, n, groups);
+			for (size_t i = 0; i < ng; i++)
+				for (size_t k = 0; k < nold; k++)
+					if (!strcmp(groups[i].dir, old[k].dir)) {
+						groups[i].act_ms = old[k].act_ms;
+						groups[i].after_act = old[k].after_act;
+					}
+			free_groups(old, nold);
+			refresh_at = now + REFRESH_MS;
+		}
+		for (size_t i = 0; i < ng; i++) {
+			uint64_t iv = check_group(procs, &groups[i]);
+
+			next = iv < next ? iv : next;
+		}
+		if (refresh_at - now_ms() < next && refresh_at > now_ms())
+			next = refresh_at - now_ms();
+		if (poll(&pf, 1, (int)next) > 0)
+			while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+				close(c); /* a process checking that we are here */
+	}
+	free_groups(groups, ng);
+	vc_procs_free(procs, n);
+}
+
+int vc_cmd_coordinate(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "foreground", no_argument, 0, 'f' }, { "verbose", no_argument, 0, 'v' }, { 0 }
+	};
+	struct sigaction sa = { .sa_handler = on_signal };
+	bool fg = false;
+	int c, lfd;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'f')
+			fg = true;
+		else if (c == 'v')
+			verbose = true;
+		else
+			goto bad;
+	}
+	if (optind != argc)
+		goto bad;
+	lfd = listen_socket();
+	if (lfd < 0)
+		return 1;
+	if (!fg && daemon(0, 0) < 0) {
+		fprintf(stderr, "vrangectl: coordinate: %s\n", strerror(errno));
+		return 1;
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	serve(lfd);
+	close(lfd);
+	return 0;
+bad:
+	fputs("usage: vrangectl coordinate [--foreground] [--verbose]\n", stderr);
+	return 2;
+}

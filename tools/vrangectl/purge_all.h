@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * purge_all.h - discard library files' volatile memory across processes,
+ * in the library's one order (lowest priority, then least recently marked).
+ */
+#ifndef VRANGECTL_PURGE_ALL_H
+#define VRANGECTL_PURGE_ALL_H
+
+#include <stdint.h>
+
+#include "procs.h"
+
+struct vc_purge_result {
+	uint64_t freed_bytes;
+	uint64_t unreachable_bytes; /* volatile, but not reachable from outside */
+	uint64_t *freed;            /* per process, parallel to the procs array */
+};
+
+/*
+ * Attach to the shared metadata of every library file of procs (as another
+ * process adopting the file does), then discard in global order until bytes
+ * are freed or nothing volatile is left, with the library's discard step
+ * (the file's shared lock held, pages recorded purged before the punch).
+ * 0 or -errno; res->freed is allocated (free it).
+ */
+int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
+	     struct vc_purge_result *res);
+
+#endif
