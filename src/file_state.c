@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "any_mapping.h"
+#include "app_map_faults.h"
 #include "file_state.h"
 #include "publish.h"
 #include "uffd_purge.h"
@@ -442,8 +443,11 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 		if (!m->sigbus || !map_clip(m, &o, &l))
 			continue;
 		/* Pages that could still raise SIGBUS stay purged: the caller
-		 * gets the error and may ask again. */
+		 * gets the error and may ask again.  An application's mapping
+		 * may have gone meanwhile: app_map_faults.h. */
 		r = uffd_after_nonvolatile(m, o, l);
+		if (r < 0 && !m->region)
+			r = appmap_unpoison(c->f, m, o, l);
 		if (r < 0)
 			return r;
 	}
@@ -557,20 +561,26 @@ static void disarm_until(struct vfile *f, struct vmap *stop, size_t off, size_t 
 	for (struct vmap *m = f->maps; m != stop; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		if (m->sigbus && !m->unarmed && map_clip(m, &o, &l))
 			uffd_cancel_discard(m, o, l);
 	}
 }
 
-/* uffd_before_discard on every SIGBUS mapping, or on none: -EAGAIN. */
+/*
+ * uffd_before_discard on every SIGBUS mapping, or on none: -EAGAIN.  An
+ * application's mapping that failed may have been unmapped, or be one the
+ * kernel never lets us arm: app_map_faults.h decides.
+ */
 static int arm_all(struct vfile *f, size_t off, size_t len)
 {
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
+		m->unarmed = false;
 		if (!m->sigbus || !map_clip(m, &o, &l))
 			continue;
-		if (uffd_before_discard(m, o, l) < 0) {
+		if (uffd_before_discard(m, o, l) < 0 &&
+		    (m->region || appmap_arm(f, m, o, l) < 0)) {
 			disarm_until(f, m, off, len);
 			return -EAGAIN;
 		}
@@ -611,7 +621,7 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && map_clip(m, &o, &l))
+		if (m->sigbus && !m->unarmed && map_clip(m, &o, &l))
 			uffd_after_discard(m, o, l);
 	}
 }
