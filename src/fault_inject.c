@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -85,6 +86,9 @@
 	X(GETDELIM, "getline", ENOMEM, EIO)                                    \
 	X(FGETS, "fgets", EIO)                                                 \
 	X(NANOSLEEP, "nanosleep", EINTR)                                       \
+	X(SOCKET, "socket", EMFILE, ENOBUFS)                                   \
+	X(CONNECT, "connect", EAGAIN, EINTR)                                   \
+	X(GETSOCKOPT, "getsockopt", ENOBUFS)                                   \
 	X(PTHREAD_CREATE, "pthread_create", EAGAIN)
 
 #define SITE_ENUM(id, name, ...) S_##id,
@@ -573,6 +577,12 @@ void *__real_aligned_alloc(size_t align, size_t n);
 FILE *__real_fopen64(const char *path, const char *mode);
 int __real_stat64(const char *path, struct stat64 *st);
 int __real_sem_wait(sem_t *sem);
+int __real_socket(int domain, int type, int proto);
+int __real_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int __real_getsockopt(int fd, int level, int name, void *v, socklen_t *len);
+WRAP_HIDDEN int __wrap_socket(int domain, int type, int proto);
+WRAP_HIDDEN int __wrap_connect(int fd, const struct sockaddr *sa, socklen_t len);
+WRAP_HIDDEN int __wrap_getsockopt(int fd, int level, int name, void *v, socklen_t *len);
 WRAP_HIDDEN void *__wrap_realloc(void *p, size_t n);
 WRAP_HIDDEN void *__wrap_aligned_alloc(size_t align, size_t n);
 WRAP_HIDDEN FILE *__wrap_fopen64(const char *path, const char *mode);
@@ -620,6 +630,23 @@ int __wrap_stat64(const char *path, struct stat64 *st)
 int __wrap_sem_wait(sem_t *sem)
 {
 	FAIL_OR(S_SEM_WAIT, __real_sem_wait(sem));
+}
+
+/* The coordinator check (coordinator.c): a failure reads "no coordinator",
+ * and the monitor purges the library's files itself. */
+int __wrap_socket(int domain, int type, int proto)
+{
+	FAIL_OR(S_SOCKET, __real_socket(domain, type, proto));
+}
+
+int __wrap_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	FAIL_OR(S_CONNECT, __real_connect(fd, sa, len));
+}
+
+int __wrap_getsockopt(int fd, int level, int name, void *v, socklen_t *len)
+{
+	FAIL_OR(S_GETSOCKOPT, __real_getsockopt(fd, level, name, v, len));
 }
 
 int __wrap_nanosleep(const struct timespec *t, struct timespec *rem)
