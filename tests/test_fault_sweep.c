@@ -7,12 +7,16 @@
  * A scenario (one "cycle") touches every entry point: regions created in
  * ZERO, SIGBUS and refill mode, an adopted region, the file layer, vrange()
  * on mmap'd and malloc'd anonymous memory and on the application's own
- * MAP_SHARED mapping, region and global purges, priorities, budget, monitor
- * start/stop, stats, fork.  It checks as it goes: every result is >= 0 or a
+ * MAP_SHARED mapping, a purgeable cache (put, reserve/commit/abort,
+ * get/release, a value held across the purge, remove, stats, destroy),
+ * region and global purges, priorities, budget, monitor start/stop, stats,
+ * fork.  It checks as it goes: every result is >= 0 or a
  * negative errno; INTACT means every byte is as it was; non-volatile bytes
  * never change; a purged page reads whole (its bytes or zeros, never torn);
  * a page found purged reads without a signal once marked non-volatile; a
- * purged page of a SIGBUS-mode region never reads zeros while volatile.
+ * purged page of a SIGBUS-mode region never reads zeros while volatile; a
+ * cache value read is exactly its bytes or a miss, a held one never
+ * changes.
  *
  * 1. Reference: one child runs a cycle with counting on (how many calls of
  *    each site), then a second cycle, and measures descriptors, library
@@ -61,6 +65,7 @@
 static size_t pg;
 static bool strict;        /* faults off: results must be the exact ones */
 static bool in_fault_cycle;
+static bool storming;      /* another thread purges at any moment */
 static bool expect_sigbus; /* the reference had SIGBUS mode */
 static bool saw_sigbus;    /* this process created a SIGBUS-mode region */
 /* The injected errno is one by which the kernel says "no userfaultfd
@@ -470,18 +475,158 @@ static void fork_child_check(struct buf *bufs)
 		fail("forked child died (status %#x)", st);
 }
 
+/* ---- the purgeable cache ------------------------------------------------- */
+
+#define CACHE_KEYS 6       /* small values, a large one, a reserved one */
+
+struct cache_run {
+	vrange_cache *c;
+	bool stored[CACHE_KEYS];   /* put or commit succeeded */
+	const void *held;          /* one value held across the purge */
+	size_t held_key;
+	unsigned char salt;        /* per cycle: a stale value shows */
+};
+
+static size_t cache_vlen(size_t k)
+{
+	return k == 1 ? 2 * pg + 10 : 100 + 37 * k; /* key 1 has pages of its own */
+}
+
+static unsigned char cache_byte(const struct cache_run *cr, size_t k, size_t i)
+{
+	return (unsigned char)(cr->salt + 29 * k + i % 251);
+}
+
+static bool cache_value_ok(const struct cache_run *cr, size_t k, const unsigned char *v,
+			   size_t vlen)
+{
+	if (vlen != cache_vlen(k))
+		return false;
+	for (size_t i = 0; i < vlen; i++)
+		if (v[i] != cache_byte(cr, k, i))
+			return false;
+	return true;
+}
+
+/* Store key k: put, or reserve and commit (key 2; key 3 is aborted). */
+static void cache_store(struct cache_run *cr, size_t k)
+{
+	static unsigned char val[2 * 65536 + 64]; /* pages up to 64 KiB */
+	unsigned char *buf = val;
+	size_t vlen = cache_vlen(k);
+	void *rb = NULL;
+	int r;
+
+	if (k == 2 || k == 3) {
+		r = vrange_cache_reserve(cr->c, &k, sizeof(k), vlen, &rb);
+		if (!ok_result("vrange_cache_reserve", r))
+			return;
+		buf = rb;
+	}
+	for (size_t i = 0; i < vlen; i++)
+		buf[i] = cache_byte(cr, k, i);
+	if (k == 3) {
+		ok_result("vrange_cache_abort", vrange_cache_abort(cr->c, rb));
+		return;
+	}
+	if (k == 2) {
+		r = vrange_cache_commit(cr->c, rb);
+		/* -ENOMEM leaves the reservation open: abort it. */
+		if (!ok_result("vrange_cache_commit", r) &&
+		    !ok_result("vrange_cache_abort after a failed commit",
+			       vrange_cache_abort(cr->c, rb)))
+			fail("a reservation whose commit failed cannot be aborted");
+	} else {
+		r = vrange_cache_put(cr->c, &k, sizeof(k), val, vlen);
+		ok_result("vrange_cache_put", r);
+	}
+	cr->stored[k] = r == 0;
+}
+
+/* Look key k up: its exact bytes or a miss, never anything else; keep the
+ * value held if hold, else release it. */
+static void cache_lookup(struct cache_run *cr, size_t k, bool must_hit, bool hold)
+{
+	const void *v = NULL;
+	size_t vlen = 0;
+	int r = vrange_cache_get(cr->c, &k, sizeof(k), &v, &vlen);
+
+	if (r == -ENOENT) {
+		if (strict && must_hit && !storming && cr->stored[k])
+			fail("cache: key %zu stored but missed before any purge", k);
+		cr->stored[k] = false;
+		return;
+	}
+	if (!ok_result("vrange_cache_get", r))
+		return;
+	if (!cr->stored[k])
+		fail("cache: key %zu hit although it was never stored", k);
+	else if (!cache_value_ok(cr, k, v, vlen))
+		fail("cache: key %zu returned wrong bytes (%zu bytes)", k, vlen);
+	if (hold && !cr->held) {
+		cr->held = v;
+		cr->held_key = k;
+		return;
+	}
+	ok_result("vrange_cache_release", vrange_cache_release(cr->c, v));
+}
+
+/* Before the purge: a cache with every kind of value, one of them held. */
+static void cache_fill(struct cache_run *cr, unsigned char salt)
+{
+	struct vrange_cache_opts o = { .struct_size = sizeof(o), .name = "sweep",
+				       .priority = 1 };
+
+	memset(cr, 0, sizeof(*cr));
+	cr->salt = salt;
+	if (!ok_result("vrange_cache_create", vrange_cache_create(&o, &cr->c)))
+		return;
+	for (size_t k = 0; k < CACHE_KEYS; k++)
+		cache_store(cr, k);
+	for (size_t k = 0; k < CACHE_KEYS; k++)
+		cache_lookup(cr, k, true, k == 4);
+}
+
+/* After the purge: held bytes intact, the rest exact or missing; then
+ * the cache goes, which must succeed once nothing is held. */
+static void cache_check_close(struct cache_run *cr)
+{
+	struct vrange_cache_stats cs = { .struct_size = sizeof(cs) };
+	int r;
+
+	if (!cr->c)
+		return;
+	if (cr->held && !cache_value_ok(cr, cr->held_key, cr->held,
+					cache_vlen(cr->held_key)))
+		fail("cache: a held value changed across the purge");
+	for (size_t k = 0; k < CACHE_KEYS; k++)
+		cache_lookup(cr, k, false, false);
+	r = vrange_cache_remove(cr->c, &(size_t){ 0 }, sizeof(size_t));
+	if (r != -ENOENT)
+		ok_result("vrange_cache_remove", r);
+	ok_result("vrange_cache_get_stats", vrange_cache_get_stats(cr->c, &cs));
+	if (cr->held)
+		ok_result("vrange_cache_release (held)", vrange_cache_release(cr->c, cr->held));
+	r = vrange_cache_destroy(cr->c);
+	if (!ok_result("vrange_cache_destroy", r) && vrange_cache_destroy(cr->c) < 0)
+		fail("vrange_cache_destroy fails again after the fault: %s", strerror(-r));
+}
+
 static void cycle(void)
 {
 	struct buf bufs[K_COUNT];
 	struct vrange_monitor_opts mo = { .struct_size = sizeof(mo),
 					  .flags = VRANGE_MONITOR_NO_PSI };
 	struct vrange_stats st;
+	struct cache_run cr;
+	static unsigned char salt;
 	bool purge_ok;
 	ssize_t freed;
 	int r;
 
 	for (int k = 0; k < K_COUNT; k++)
 		buf_open(&bufs[k], k);
+	cache_fill(&cr, ++salt);
 	r = vrange_monitor_start(&mo);
 	if (r != -EALREADY)
 		ok_result("vrange_monitor_start", r);
@@ -510,6 +655,7 @@ static void cycle(void)
 	freed = vrange_purge(SIZE_MAX);
 	purge_ok = ok_result("vrange_purge", freed);
 	ok_result("vrange_get_stats", vrange_get_stats(&st));
+	cache_check_close(&cr);
 	for (int k = 0; k < K_COUNT; k++) {
 		if (!bufs[k].live)
 			continue;
@@ -837,6 +983,7 @@ static int signal_storm(void)
 		alarm(0);
 		setitimer(ITIMER_REAL, &it, NULL);
 		strict = true;
+		storming = true;
 		/* Purged last: a pass stops at the first range marked after it
 		 * began, and the contender's always is. */
 		threaded = !shim_mode &&
