@@ -30,7 +30,7 @@
  *    handler is installed without SA_RESTART, while another thread keeps
  *    the locks contended.
  *
- * Bounded by default (VRANGE_FAULT_BUDGET seconds, default 60: every site
+ * Bounded by default (VRANGE_FAULT_BUDGET seconds, default 50: every site
  * and errno, the first calls of each site and a spread of the later ones);
  * VRANGE_FAULT_SWEEP=full tries every N of every site.
  */
@@ -1048,7 +1048,7 @@ int main(int argc, char **argv)
 	const char *mode = getenv("VRANGE_FAULT_SWEEP");
 	const char *budget_env = getenv("VRANGE_FAULT_BUDGET");
 	bool full = mode && !strcmp(mode, "full");
-	double budget = budget_env ? atof(budget_env) : 60, t0 = now(), t_ref;
+	double budget = budget_env ? atof(budget_env) : 50, t0 = now(), t_ref;
 	struct leftovers ref;
 	struct pair pairs[MAX_SITES * 4];
 	unsigned npairs = 0, per_pair, nsites = vrange_fault_nsites(), covered_sites = 0;
