@@ -410,7 +410,16 @@ int ash_create(int oflags)
 		r = pfd;
 		goto fail;
 	}
-	o = obj_new(pfd, &st, fsetxattr(fd, ASH_XATTR, &m, sizeof(m), XATTR_CREATE) == 0);
+	/* Only a file that takes no xattr at all keeps the area's state in
+	 * this process alone.  Any other failure (ENOSPC, ENOMEM, EIO) would
+	 * make an area no other process can take for one (ENOTTY through a
+	 * descriptor sent to it): the creation fails instead. */
+	r = fsetxattr(fd, ASH_XATTR, &m, sizeof(m), XATTR_CREATE) == 0 ? 0 : -errno;
+	if (r < 0 && r != -EOPNOTSUPP) {
+		shim_real.close(pfd);
+		goto fail;
+	}
+	o = obj_new(pfd, &st, r == 0);
 	if (!o) {
 		shim_real.close(pfd);
 		r = -ENOMEM;
