@@ -49,6 +49,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -726,6 +727,131 @@ static void shim_check(const unsigned char *p, const unsigned char *want, size_t
 	}
 }
 
+/* Send fd over sock (SCM_RIGHTS); receive one from it: the descriptor, or
+ * -1 (the peer sent none). */
+static bool send_fd(int sock, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char byte = 'x';
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+
+	memset(u.buf, 0, sizeof(u.buf));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &m, 0) == 1;
+}
+
+static int recv_fd(int sock)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char byte;
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+	ssize_t n;
+	int fd = -1;
+
+	memset(u.buf, 0, sizeof(u.buf));
+	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n == 1 && (c = CMSG_FIRSTHDR(&m)) && c->cmsg_level == SOL_SOCKET &&
+	    c->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* A forked child's new area, filled and sent over a socket (it ends once
+ * the parent has it). */
+static void area_sender(int sock)
+{
+	int fd = open("/dev/ashmem", O_RDWR | O_CLOEXEC);
+	unsigned char *q;
+	char c;
+
+	if (fd >= 0 && ioctl(fd, ASHMEM_SET_SIZE, (void *)(uintptr_t)(PAGES * pg)) == 0) {
+		q = mmap(NULL, PAGES * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (q != MAP_FAILED) {
+			for (size_t i = 0; i < PAGES; i++)
+				memset(q + i * pg, 0x61 + (int)i, pg);
+			munmap(q, PAGES * pg);
+			/* Sent: wait until the parent has it (its close). */
+			if (send_fd(sock, fd))
+				while (read(sock, &c, 1) < 0 && errno == EINTR)
+					;
+		}
+	}
+	_exit(0);
+}
+
+/* An area another process made arrives over a socket (the shim takes it
+ * on in recvmsg): its bytes, then an unpin, purge and pin through it. */
+static void shim_received(void)
+{
+	struct ashmem_pin lo = { 0, (uint32_t)(PAGES / 2 * pg) };
+	unsigned char want[PAGES], *p;
+	int sv[2], fd, st;
+	long purged, r;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		close(sv[1]); /* its end waits for the parent's close */
+		area_sender(sv[0]);
+	}
+	close(sv[0]);
+	fd = pid > 0 ? recv_fd(sv[1]) : -1;
+	close(sv[1]);
+	if (pid > 0) {
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (fd < 0) {
+		/* The sender met the fault (it runs the same wrappers). */
+		if (strict)
+			fail("no ashmem area arrived from the sending child");
+		return;
+	}
+	p = mmap(NULL, PAGES * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		ok_result("mmap of a received ashmem fd", -errno);
+		goto out;
+	}
+	for (size_t i = 0; i < PAGES; i++)
+		want[i] = (unsigned char)(0x61 + i);
+	shim_check(p, want, 0, PAGES, false, "as received");
+	if (ioctl_retry("ASHMEM_UNPIN (received)", fd, ASHMEM_UNPIN, &lo) < 0)
+		goto unmap;
+	purged = io(ioctl(fd, ASHMEM_PURGE_ALL_CACHES));
+	if (purged != -EPERM)
+		ok_result("ASHMEM_PURGE_ALL_CACHES", purged);
+	shim_check(p, want, PAGES / 2, PAGES / 2, false, "received, pinned, after a purge");
+	r = ioctl_retry("ASHMEM_PIN (received)", fd, ASHMEM_PIN, &lo);
+	if (r < 0)
+		goto unmap;
+	if (strict && purged > 0 && r != 1)
+		fail("ASHMEM_PIN (received) says NOT_PURGED after a successful purge");
+	shim_check(p, want, 0, PAGES / 2, r == 1, "received, after PIN");
+unmap:
+	munmap(p, PAGES * pg);
+out:
+	close(fd);
+}
+
 static void cycle_shim(void)
 {
 	struct ashmem_pin lo = { 0, (uint32_t)(PAGES / 2 * pg) };
@@ -790,6 +916,7 @@ unmap:
 	munmap(p, PAGES * pg);
 out:
 	close(fd);
+	shim_received();
 }
 
 /* ---- what is left over ---------------------------------------------------- */
