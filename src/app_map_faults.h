@@ -26,7 +26,10 @@ int appmap_arm(struct vfile *f, struct vmap *m, size_t off, size_t len) VR_HIDDE
 /*
  * uffd_after_nonvolatile failed on application mapping m of f: do it again
  * on the pieces that still map f.  0, or -errno when such a piece may
- * still raise SIGBUS.  Caller holds f's lock.
+ * still raise SIGBUS.  Caller holds f's lock.  Async-signal-safe where
+ * vma_query is (the PROCMAP_QUERY ioctl, Linux 6.11; not the
+ * /proc/self/maps fallback), as unmarking from a SIGBUS handler needs; it
+ * runs only after a failure.
  */
 int appmap_unpoison(struct vfile *f, struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 
