@@ -84,6 +84,7 @@ static struct vfile *anon_file;
 static int anon_uffd = -1;
 static bool events_on; /* munmap of registered memory is reported */
 static bool strict_sweep; /* events were lost: trust registrations only */
+static _Atomic uint32_t released_gen; /* registrations given back so far */
 
 /* ---- the userfaultfd that gives identity and SIGBUS mode ---------------- */
 
@@ -263,29 +264,60 @@ static void drop_map(struct vfile *f, struct vmap *m)
 	free(m);
 }
 
-/* Add k, clipped to the gap around k->start; takes over k->file and
- * k->map. */
-static int known_add(struct known *k)
+/*
+ * Clip [*a, *b), which contains addr, to the gap between the known entries
+ * around addr; false if an entry contains addr.  known_write held.
+ */
+static bool gap_around(uintptr_t addr, uintptr_t *a, uintptr_t *b)
 {
+	struct seq_array *t = atomic_load(&ktab);
+	const struct known *e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
+	size_t n = t ? t->n : 0, i = t ? known_search(e, n, addr) : 0;
+
+	if (i < n && e[i].start <= addr)
+		return false;
+	if (i < n && e[i].start < *b)
+		*b = e[i].start;
+	if (i > 0 && e[i - 1].end > *a)
+		*a = e[i - 1].end;
+	return true;
+}
+
+/* The gap around addr inside the mapping [*a, *b); false if known. */
+static bool known_gap(uintptr_t addr, uintptr_t *a, uintptr_t *b)
+{
+	bool r;
+
+	pthread_mutex_lock(&known_write);
+	r = gap_around(addr, a, b);
+	pthread_mutex_unlock(&known_write);
+	return r;
+}
+
+/*
+ * Add k, clipped to the gap around addr (an older entry may lie inside the
+ * same mapping on either side: a mapping that grew over the address of a
+ * smaller one); takes over k->file and k->map.
+ */
+static int known_add(struct known *k, uintptr_t addr)
+{
+	uintptr_t start = k->start;
 	struct seq_array *t;
-	struct known *e;
-	size_t i = 0, n = 0;
+	size_t i = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&known_write);
 	k->seen = vr_next_seq();
-	t = atomic_load(&ktab);
-	if (t) {
-		e = SEQ_ARRAY_AT(t, struct known);
-		n = t->n;
-		i = known_search(e, n, k->start);
-		if (i < n && e[i].start <= k->start)
-			goto drop; /* raced with another thread: it is known now */
-		if (i < n && e[i].start < k->end)
-			k->end = e[i].start;
-	}
-	if (k->map)
+	if (!gap_around(addr, &k->start, &k->end))
+		goto drop; /* raced with another thread: it is known now */
+	k->pgoff += (k->start - start) >> vr_page_shift;
+	if (k->map) {
+		k->map->first += k->start - start;
 		k->map->size = k->map->first + (k->end - k->start);
+	}
+	t = atomic_load(&ktab);
+	if (t)
+		i = known_search(SEQ_ARRAY_AT(t, struct known), t->n, k->start);
 	r = seq_array_insert(&ktab, &known_seq, i, k, sizeof(*k));
 	if (r < 0)
 		goto drop;
@@ -412,15 +444,16 @@ static int open_mapped_file(const struct vma *v)
  * registered (a read-only descriptor's mapping: EPERM; the application's
  * own userfaultfd: EBUSY) the purge goes on and the mapping reads zeros.
  */
-static struct vmap *arm_map(struct vfile *f, const struct vma *v)
+static struct vmap *arm_map(struct vfile *f, const struct vma *v,
+			    const struct known *k)
 {
 	struct vmap *m;
 
 	if (!uffd_available() || !(m = calloc(1, sizeof(*m))))
 		return NULL;
 	m->base = (char *)(v->start - (uintptr_t)v->offset);
-	m->first = (size_t)v->offset;
-	m->size = (size_t)v->offset + (v->end - v->start);
+	m->first = (size_t)v->offset + (k->start - v->start);
+	m->size = m->first + (k->end - k->start);
 	m->sigbus = true;
 	vfile_add_map(f, m);
 	return m;
@@ -445,8 +478,8 @@ static int classify_shared(const struct vma *v, struct known *k)
 	}
 	vfile_note_app_mapped(f);
 	k->file = f;
-	k->pgoff = v->offset >> vr_page_shift;
-	k->map = arm_map(f, v);
+	k->pgoff = (v->offset + (k->start - v->start)) >> vr_page_shift;
+	k->map = arm_map(f, v, k);
 	return 0;
 }
 
@@ -530,8 +563,15 @@ static int classify(uintptr_t addr)
 		return -EOPNOTSUPP;
 	if (is_library_internal(&v))
 		return -ENOENT;
+	/*
+	 * Only the gap around addr: the mapping may have grown over the
+	 * address of an older, smaller one whose entry is still there (it is
+	 * checked when a call reaches it, and learnt anew if it went).
+	 */
 	k.start = v.start;
 	k.end = v.end;
+	if (!known_gap(addr, &k.start, &k.end))
+		return 0; /* another thread learnt it meanwhile */
 	if (v.shared) {
 		r = classify_shared(&v, &k);
 		if (r < 0)
@@ -547,7 +587,7 @@ static int classify(uintptr_t addr)
 			k.wp = uffd_register(k.start, k.end,
 					     UFFDIO_REGISTER_MODE_WP) == 0;
 	}
-	return known_add(&k);
+	return known_add(&k, addr);
 }
 
 /* ---- vrange() ------------------------------------------------------------ */
@@ -678,6 +718,14 @@ static int apply(uintptr_t a, uintptr_t b, int mode, bool *was_purged)
 	return 0;
 }
 
+/* Learn (and register) whatever of [a, b) is not known, keeping its
+ * state.  The mark is made: memory gone meanwhile is no error of its. */
+static void relearn(uintptr_t a, uintptr_t b)
+{
+	settle_events();
+	(void)validate(a, b);
+}
+
 int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 {
 	uintptr_t mask = vr_page_size - 1, a = (uintptr_t)addr;
@@ -685,6 +733,7 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	uintptr_t ia = (a + mask) & ~mask, ib = (a + len) & ~mask;
 	bool was_purged = false;
 	struct known k;
+	uint32_t gen;
 	int r;
 
 	vr_init();
@@ -708,6 +757,7 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	 * checks that the address still maps that file (and, for a library
 	 * file, refuses its metadata pages).
 	 */
+	gen = atomic_load_explicit(&released_gen, memory_order_acquire);
 	if (known_get(oa, &k) && ob <= k.end && !k.file &&
 	    !(events_on && unmap_events_unsettled())) {
 		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
@@ -718,6 +768,14 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 			return r;
 		r = ia < ib ? apply(ia, ib, mode, &was_purged) : 0;
 	}
+	/*
+	 * An idle entry was given back meanwhile (release_if_idle), perhaps
+	 * the one this mark went through: learn and register the memory
+	 * again, so that the state just made there is told of its munmap.
+	 */
+	if (r == 0 && mode == VRANGE_VOLATILE && ia < ib &&
+	    atomic_load_explicit(&released_gen, memory_order_acquire) != gen)
+		relearn(ia, ib);
 	if (r == 0 && purged && mode == VRANGE_NONVOLATILE)
 		*purged = was_purged;
 	return r;
@@ -812,6 +870,38 @@ static int find_stale(const struct rt_range *rr, void *arg)
 	return 0;
 }
 
+/* Does the anonymous tree hold state in [a, b)?  Anonymous lock held. */
+static bool holds_state(uintptr_t a, uintptr_t b)
+{
+	uint64_t vol = 0, purged = 0;
+
+	return rt_count(&anon_file->tree, a >> vr_page_shift, b >> vr_page_shift,
+			&vol, &purged) != 0 || vol + purged != 0;
+}
+
+/*
+ * The entry around addr holds no state: give its registration back and
+ * forget it.  It may be what is left of a mapping the kernel had merged
+ * with the one that was unmapped - a neighbour never passed to vrange(),
+ * which must not stay registered (contract 5).  If it is memory the
+ * application uses, the next vrange() there learns it again; a mark that
+ * raced through a copy of the entry sees released_gen move and does so
+ * at once (anymap_vrange).  Anonymous lock held.
+ */
+static void release_if_idle(uintptr_t addr)
+{
+	struct uffdio_range ur;
+	struct known k;
+
+	if (!known_get(addr, &k) || k.file || !k.wp || holds_state(k.start, k.end))
+		return;
+	known_trim(k.start, k.end, false, UINT64_MAX);
+	ur = (struct uffdio_range){ k.start, k.end - k.start };
+	ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur);
+	/* After the entry is gone: a marker that sees this cannot find it. */
+	atomic_fetch_add(&released_gen, 1);
+}
+
 /* The memory [a, b) was unmapped at mark clock seq: forget what was
  * marked there before, and the entries learnt before; keep what a newer
  * mapping at that address was given since.  Anonymous lock held. */
@@ -819,12 +909,22 @@ static void apply_unmap(uintptr_t a, uintptr_t b, uint64_t seq)
 {
 	struct stale_find c = { .before = seq };
 	uint64_t ps = a >> vr_page_shift, pe = b >> vr_page_shift;
+	struct known lo, hi;
+	bool cut_lo, cut_hi;
 
 	while (ps < pe && rt_visit(&anon_file->tree, ps, pe, find_stale, &c) == 1) {
 		rt_clear(&anon_file->tree, c.found.start, c.found.end, NULL, NULL);
 		ps = c.found.end;
 	}
+	/* An entry the hole cuts keeps what was one mapping with the memory
+	 * that went: a neighbour the kernel had merged into it, perhaps. */
+	cut_lo = a && known_get(a - 1, &lo) && !lo.file && lo.end > a && lo.seen < seq;
+	cut_hi = known_get(b, &hi) && !hi.file && hi.start < b && hi.seen < seq;
 	known_trim(a, b, false, seq);
+	if (cut_lo)
+		release_if_idle(a - 1);
+	if (cut_hi)
+		release_if_idle(b);
 }
 
 /* Apply the munmap events read so far.  Anonymous lock held. */
@@ -848,24 +948,25 @@ static void drain_events(void)
 enum piece { NOT_OURS, OURS, UNSURE };
 
 /*
- * Memory at [v->start, v->end) that is not registered with us holds state:
- * with munmap events applied, that state was given to it after the old
- * memory there went (apply_unmap forgot the rest), so it is the memory
- * that was marked - register it and learn it.  UNSURE while an munmap
- * event waits to be read (its stamp would decide).
+ * The piece [a, e) is not registered with us but holds state: with munmap
+ * events applied, that state was given to it after the old memory there
+ * went (apply_unmap forgot the rest), so it is the memory that was marked
+ * - register that piece and learn it.  A piece without state is a
+ * newcomer nobody passed to vrange(): never registered (contract 5).
+ * UNSURE while an munmap event waits to be read (its stamp would decide).
  */
-static enum piece adopt(const struct vma *v)
+static enum piece adopt(uintptr_t a, uintptr_t e)
 {
-	struct known k = { .start = v->start, .end = v->end };
+	struct known k = { .start = a, .end = e };
 
-	if (!events_on || strict_sweep)
+	if (!events_on || strict_sweep || !holds_state(a, e))
 		return NOT_OURS;
 	if (unmap_events_pending())
 		return UNSURE;
-	if (uffd_register(v->start, v->end, UFFDIO_REGISTER_MODE_WP) < 0)
+	if (uffd_register(a, e, UFFDIO_REGISTER_MODE_WP) < 0)
 		return NOT_OURS;
 	k.wp = true;
-	known_add(&k);
+	known_add(&k, a);
 	return OURS;
 }
 
@@ -891,7 +992,7 @@ static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, boo
 		*wp = true;
 		return OURS;
 	}
-	if (anon_uffd >= 0 && (p = adopt(v)) != NOT_OURS) {
+	if (anon_uffd >= 0 && (p = adopt(a, *e)) != NOT_OURS) {
 		*wp = p == OURS;
 		return p;
 	}

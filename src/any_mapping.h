@@ -13,6 +13,7 @@
 #include "env.h"
 
 struct vfile;
+struct vmap;
 
 /* vrange() for an address range outside every region. */
 int anymap_vrange(void *addr, size_t len, int mode, int *purged) VR_HIDDEN;

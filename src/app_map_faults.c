@@ -1,27 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * app_map_faults.c - a system call that failed on an application's own
- * MAP_SHARED mapping: is the mapping still there?
+ * app_map_faults.c - purging and unmarking through an application's own
+ * MAP_SHARED mapping that may have gone.
  *
  * A purge arms every SIGBUS mapping of a file, the application's mappings
  * passed to vrange() included (any_mapping.c), and unmarking clears their
- * markers.  The application may unmap such a mapping at any time; its
- * entry stays in the file's mapping list until the table of known
- * mappings next checks it.  The calls on a mapping that went fail, and
- * they fail with ENOMEM - the very errno of a real shortage (a split that
- * hits the map-count limit) or of an injected fault.  The errno cannot
- * tell them apart; the kernel's map can: each piece of the range is looked
- * up (vma_query) and the call made again on the pieces that still map the
- * file at the mapping's offsets.  Pieces that went are skipped, pieces
- * still there that fail again fail the caller.  A query that cannot be
- * answered fails the caller too (the safe side: pages stay purged, nothing
- * is punched unarmed).
+ * markers.  The application may unmap such a mapping at any time, and map
+ * something else there; its entry stays in the file's mapping list until
+ * the table of known mappings next checks it.  So every piece of the range
+ * is looked up first (vma_query): only pieces that still map the file at
+ * the mapping's offsets are armed, poisoned or zapped - never a newcomer.
+ * A failed call is never read as "it went": the calls on a mapping that
+ * went fail with ENOMEM, the very errno of a real shortage (a split that
+ * hits the map-count limit) or of an injected fault; the kernel's map is
+ * what tells.  A failure on a piece still there fails the caller, and so
+ * does a look-up that cannot be answered (the safe side: pages stay
+ * purged, nothing is punched unarmed).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "app_map_faults.h"
 #include "file_state.h"
+#include "region.h"
 #include "uffd_purge.h"
 #include "vma_query.h"
 
@@ -49,8 +51,11 @@ static int piece_at(const struct vfile *f, const struct vmap *m, size_t off,
 	}
 	if (v.end - a < len)
 		*plen = v.end - a;
+	/* A region of the same file there now maps the same offsets, but it
+	 * is the library's, with a mapping entry of its own. */
 	return v.shared && v.dev == f->dev && (ino_t)v.inode == f->ino &&
-	       v.offset + (a - v.start) == off;
+	       v.offset + (a - v.start) == off &&
+	       !region_lookup((void *)a, 1, &(bool){ false });
 }
 
 typedef int (*map_op)(struct vmap *m, size_t off, size_t len);
@@ -94,16 +99,29 @@ int appmap_arm(struct vfile *f, struct vmap *m, size_t off, size_t len)
 	size_t stop;
 	int r = on_held(f, m, off, len, uffd_before_discard, &stop);
 
+	m->skip = false;
 	if (r == 0)
 		return 0;
 	/* Whatever was armed of m is let go: either the purge does not go
 	 * ahead, or m is left out of it. */
 	on_held(f, m, off, stop - off, cancel_op, NULL);
-	if (!refused_for_good(r))
-		return r;
+	m->skip = true;
 	/* The documented fallback (contract 5): that mapping reads zeros. */
-	m->unarmed = true;
+	return refused_for_good(r) ? 0 : r;
+}
+
+static int after_discard_op(struct vmap *m, size_t off, size_t len)
+{
+	uffd_after_discard(m, off, len);
 	return 0;
+}
+
+void appmap_after_discard(struct vfile *f, struct vmap *m, size_t off, size_t len)
+{
+	/* A piece that cannot be looked up now keeps its registration, which
+	 * raises SIGBUS as the markers would; unmarking drops it. */
+	if (on_held(f, m, off, len, after_discard_op, NULL) < 0)
+		atomic_store(&m->armed, true);
 }
 
 int appmap_unpoison(struct vfile *f, struct vmap *m, size_t off, size_t len)

@@ -445,9 +445,8 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 		/* Pages that could still raise SIGBUS stay purged: the caller
 		 * gets the error and may ask again.  An application's mapping
 		 * may have gone meanwhile: app_map_faults.h. */
-		r = uffd_after_nonvolatile(m, o, l);
-		if (r < 0 && !m->region)
-			r = appmap_unpoison(c->f, m, o, l);
+		r = m->region ? uffd_after_nonvolatile(m, o, l) :
+				appmap_unpoison(c->f, m, o, l);
 		if (r < 0)
 			return r;
 	}
@@ -561,7 +560,7 @@ static void disarm_until(struct vfile *f, struct vmap *stop, size_t off, size_t 
 	for (struct vmap *m = f->maps; m != stop; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && !m->unarmed && map_clip(m, &o, &l))
+		if (!m->skip && map_clip(m, &o, &l))
 			uffd_cancel_discard(m, o, l);
 	}
 }
@@ -575,12 +574,14 @@ static int arm_all(struct vfile *f, size_t off, size_t len)
 {
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
+		int r;
 
-		m->unarmed = false;
-		if (!m->sigbus || !map_clip(m, &o, &l))
+		m->skip = !m->sigbus || !map_clip(m, &o, &l);
+		if (m->skip)
 			continue;
-		if (uffd_before_discard(m, o, l) < 0 &&
-		    (m->region || appmap_arm(f, m, o, l) < 0)) {
+		r = m->region ? uffd_before_discard(m, o, l) : appmap_arm(f, m, o, l);
+		if (r < 0) {
+			m->skip = true;
 			disarm_until(f, m, off, len);
 			return -EAGAIN;
 		}
@@ -621,8 +622,12 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (m->sigbus && !m->unarmed && map_clip(m, &o, &l))
+		if (m->skip || !map_clip(m, &o, &l))
+			continue;
+		if (m->region)
 			uffd_after_discard(m, o, l);
+		else
+			appmap_after_discard(f, m, o, l);
 	}
 }
 

@@ -44,8 +44,8 @@ struct vmap {
 	size_t size;         /* file offset where the mapping ends */
 	bool sigbus;         /* purged pages must raise SIGBUS here */
 	_Atomic bool armed;  /* a purge's registration may have stayed */
-	bool unarmed;        /* the kernel refused to arm it for the purge
-			      * under way: it reads zeros (app_map_faults.h) */
+	bool skip;           /* this purge step left it alone: not there, or
+			      * the kernel refused it (app_map_faults.h) */
 	struct vrange_region *region;
 };
 

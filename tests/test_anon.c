@@ -1763,6 +1763,265 @@ START_TEST(fallback_without_uffd)
 }
 END_TEST
 
+/* ---- addresses reused: what is there now is never the library's ---------- */
+
+/* Is the mapping at p registered with some userfaultfd (smaps VmFlags)? */
+static bool uffd_registered(const void *p)
+{
+	char line[512];
+	unsigned long a, b, x = (unsigned long)p;
+	bool in = false, reg = false;
+	FILE *f = fopen("/proc/self/smaps", "re");
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		char *dash = strchr(line, '-'), *sp = strchr(line, ' ');
+
+		if (dash && sp && dash < sp && sscanf(line, "%lx-%lx", &a, &b) == 2) {
+			in = a <= x && x < b;
+		} else if (in && !strncmp(line, "VmFlags:", 8)) {
+			reg = strstr(line, " uw") || strstr(line, " um") ||
+			      strstr(line, " ui");
+			break;
+		}
+	}
+	fclose(f);
+	return reg;
+}
+
+/* Bytes from p to the end of the mapping that contains it. */
+static size_t vma_left(const void *p)
+{
+	char line[512];
+	unsigned long a, b, x = (unsigned long)p;
+	size_t len = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	ck_assert_ptr_nonnull(f);
+	while (!len && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a <= x && x < b)
+			len = b - x;
+	fclose(f);
+	return len;
+}
+
+/*
+ * n pages of address space kept for the case (an inaccessible mapping):
+ * a hole would be taken by the library's own next mapping (a file's state,
+ * a sanitizer's allocation) before the case maps there again.
+ */
+static unsigned char *reserve(size_t n)
+{
+	void *p = mmap(NULL, n * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	return p;
+}
+
+/* Map over [at, at + len), which the case holds (reserved, or its own
+ * mapping it replaces). */
+static unsigned char *map_over(void *at, size_t len, int flags, int fd)
+{
+	void *p = mmap(at, len, PROT_READ | PROT_WRITE, flags | MAP_FIXED, fd, 0);
+
+	ck_assert_ptr_eq(p, at);
+	return p;
+}
+
+/*
+ * D7: anonymous memory marked and partly purged is replaced in place
+ * (MAP_FIXED) by memory nobody passes to vrange().  Purges and stats calls
+ * after that leave the newcomer alone: not registered with the library's
+ * userfaultfd, its data whole, nothing of it counted.
+ */
+START_TEST(reuse_replaced_never_registered)
+{
+	const size_t n = 8;
+	unsigned char *b = anon_map(n), *c;
+
+	if (!sigbus_mode())
+		TEST_SKIP("without userfaultfd (%s) nothing is ever registered",
+			  stats().access_fallback);
+	memset(b, 1, n * ps);
+	mark(b, n * ps);
+	ck_assert(uffd_registered(b));
+	ck_assert_int_eq(vrange_purge(3 * ps), (ssize_t)(3 * ps));
+	c = mmap(b, n * ps, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	ck_assert_ptr_eq(c, b);
+	memset(c, 2, n * ps);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), 0);
+	ck_assert_int_eq(stats().volatile_bytes, 0);
+	ck_assert_int_eq(stats().purged_bytes, 0);
+	ck_assert(!uffd_registered(c));
+	ck_assert(mem_all(c, n * ps, 2));
+	munmap(c, n * ps);
+}
+END_TEST
+
+/*
+ * D5: two anonymous mappings the kernel merged into one; vrange() is given
+ * only the lower one.  Once that is unmapped, the upper one - never passed
+ * to vrange() - does not stay registered; passed later, it is learnt like
+ * any other memory.
+ */
+START_TEST(reuse_merged_neighbour_released)
+{
+	const size_t n = 4;
+	unsigned char *lo = reserve(2 * n), *hi = lo + n * ps, v;
+
+	if (!sigbus_mode())
+		TEST_SKIP("without userfaultfd (%s) nothing is ever registered",
+			  stats().access_fallback);
+	catch_bus();
+	map_over(hi, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	map_over(lo, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	if (vma_left(lo) != 2 * n * ps)
+		TEST_SKIP("the kernel did not merge two adjacent anonymous mappings");
+	memset(lo, 1, 2 * n * ps);
+	mark(lo, n * ps);
+	ck_assert_int_eq(unmark(lo, n * ps), 0);
+	ck_assert_int_eq(munmap(lo, n * ps), 0);
+	ck_assert_int_eq(stats().volatile_bytes, 0);
+	ck_assert(!uffd_registered(hi));
+	ck_assert(mem_all(hi, n * ps, 1));
+	mark(hi, n * ps);
+	ck_assert(uffd_registered(hi));
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(n * ps));
+	ck_assert_int_eq(try_read(hi, &v), 1); /* SIGBUS mode */
+	ck_assert_int_eq(unmark(hi, n * ps), 1);
+	ck_assert_int_eq(munmap(hi, n * ps), 0);
+}
+END_TEST
+
+/*
+ * D4: a file mapping learnt at X + 3 pages goes; a larger mapping of
+ * another file is made at X, over the old one's address.  vrange() over
+ * all of it acts on the new file, past the old end too; so it does on
+ * anonymous memory mapped there after that.
+ */
+START_TEST(reuse_larger_mapping_over_old)
+{
+	const size_t n = 8;
+	int f1 = memfd_create("vrange-test-reuse-1", MFD_CLOEXEC);
+	int f2 = memfd_create("vrange-test-reuse-2", MFD_CLOEXEC);
+	unsigned char *x = reserve(n), *m;
+
+	ck_assert_int_ge(f1, 0);
+	ck_assert_int_ge(f2, 0);
+	ck_assert_int_eq(ftruncate(f1, (off_t)(2 * ps)), 0);
+	ck_assert_int_eq(ftruncate(f2, (off_t)(n * ps)), 0);
+	m = map_over(x + 3 * ps, 2 * ps, MAP_SHARED, f1);
+	memset(m, 1, 2 * ps);
+	mark(m, 2 * ps);
+	ck_assert_int_eq(unmark(m, 2 * ps), 0);
+	m = map_over(x, n * ps, MAP_SHARED, f2); /* MAP_FIXED: f1 goes */
+	memset(m, 2, n * ps);
+	mark(m, n * ps);
+	ck_assert_int_eq(vrange_fd_is_volatile(f2, (off_t)((n - 1) * ps), (off_t)ps), 1);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(n * ps));
+	ck_assert_int_eq(unmark(m, n * ps), 1);
+	m = map_over(x, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	memset(m, 3, n * ps);
+	mark(m, n * ps);
+	ck_assert_int_eq(stats().volatile_bytes, n * ps);
+	ck_assert_int_eq(unmark(m, n * ps), 0);
+	ck_assert(mem_all(m, n * ps, 3));
+	munmap(m, n * ps);
+	close(f1);
+	close(f2);
+}
+END_TEST
+
+/*
+ * A shared file mapping passed to vrange() (armed for SIGBUS by purges of
+ * its file) is unmapped, and private anonymous memory takes its address.
+ * Purging the file, and unmarking its purged pages, neither poison nor
+ * zap that newcomer.
+ */
+START_TEST(reuse_gone_file_mapping_never_armed)
+{
+	const size_t n = 4;
+	int fd = memfd_create("vrange-test-reuse-armed", MFD_CLOEXEC);
+	unsigned char *m, v;
+
+	if (!sigbus_mode())
+		TEST_SKIP("without userfaultfd (%s) no mapping is armed",
+			  stats().access_fallback);
+	catch_bus();
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(n * ps)), 0);
+	m = mmap(NULL, n * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	memset(m, 1, n * ps);
+	mark(m, ps); /* known now, and armed by the file's purges */
+	ck_assert_int_eq(unmark(m, ps), 0);
+	/* A purge pass looks over known mappings, at most ten times a
+	 * second: this one does, so the next ones within 100 ms do not. */
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), 0);
+	map_over(m, n * ps, MAP_PRIVATE | MAP_ANONYMOUS, -1); /* m goes */
+	memset(m, 2, 2 * ps); /* the other half is never touched */
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(n * ps)), 0);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(n * ps));
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_eq(try_read(m + i * ps, &v), 0);
+	ck_assert(mem_all(m, 2 * ps, 2));
+	ck_assert(mem_all(m + 2 * ps, 2 * ps, 0));
+	memset(m + 2 * ps, 3, 2 * ps);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(n * ps)), VRANGE_PURGED);
+	ck_assert(mem_all(m, 2 * ps, 2));
+	ck_assert(mem_all(m + 2 * ps, 2 * ps, 3));
+	ck_assert(!uffd_registered(m));
+	munmap(m, n * ps);
+	close(fd);
+}
+END_TEST
+
+/*
+ * The same: the application's mapping of a region's file goes, and a
+ * ZERO-mode region of that file takes its address - the same file at the
+ * same offsets, but the library's mapping, in its own mode.  A purge
+ * leaves it reading zeros, never SIGBUS.
+ */
+START_TEST(reuse_gone_file_mapping_region_there)
+{
+	const size_t n = 4;
+	vrange_region *r, *z;
+	unsigned char *m, *b, v;
+	int fd;
+
+	if (!sigbus_mode())
+		TEST_SKIP("without userfaultfd (%s) no mapping is armed",
+			  stats().access_fallback);
+	catch_bus();
+	ck_assert_int_eq(vrange_region_create("reuse", n * ps, VRANGE_ACCESS_SIGBUS, &r), 0);
+	fd = vrange_region_fd(r);
+	m = mmap(NULL, n * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	memset(m, 1, n * ps);
+	mark(m, ps);
+	ck_assert_int_eq(unmark(m, ps), 0);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), 0); /* spends the sweep */
+	ck_assert_int_eq(munmap(m, n * ps), 0);
+	ck_assert_int_eq(vrange_region_adopt(fd, VRANGE_ACCESS_ZERO, &z), 0);
+	b = vrange_region_base(z);
+	if (b != m) {
+		vrange_region_destroy(z);
+		vrange_region_destroy(r);
+		TEST_SKIP("the kernel placed the region elsewhere");
+	}
+	ck_assert_int_eq(vrange_mark_volatile(z, 0, n * ps), 0);
+	ck_assert_int_eq(vrange_purge(SIZE_MAX), (ssize_t)(n * ps));
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_int_eq(try_read(b + i * ps, &v), 0);
+		ck_assert_int_eq(v, 0);
+	}
+	ck_assert_int_eq(vrange_mark_nonvolatile(z, 0, n * ps), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_region_destroy(z), 0);
+	ck_assert_int_eq(vrange_region_destroy(r), 0);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("anon");
@@ -1826,6 +2085,15 @@ Suite *test_suite(void)
 	tcase_add_test(tc, seams_untouched_stay_volatile);
 	tcase_add_test(tc, seams_fork_knows_mapped_files);
 	tcase_add_loop_test(tc, seams_remap_model, 0, 4);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("reuse");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, reuse_replaced_never_registered);
+	tcase_add_test(tc, reuse_merged_neighbour_released);
+	tcase_add_test(tc, reuse_larger_mapping_over_old);
+	tcase_add_test(tc, reuse_gone_file_mapping_never_armed);
+	tcase_add_test(tc, reuse_gone_file_mapping_region_there);
 	suite_add_tcase(s, tc);
 	return s;
 }

