@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -35,6 +36,8 @@
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vfile *registry;
+/* The inotify instance that watches dormant files (registry lock). */
+static int watch_ifd = -1;
 
 static int arena_grow(struct vfile *f)
 {
@@ -144,6 +147,8 @@ static int own_descriptor(int fd, bool *own_ofd)
 
 static void vfile_free(struct vfile *f)
 {
+	if (f->wd >= 0 && watch_ifd >= 0)
+		inotify_rm_watch(watch_ifd, f->wd);
 	if (f->fd >= 0)
 		close(f->fd);
 	if (f->arena)
@@ -163,6 +168,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 	if (!f)
 		return -ENOMEM;
 	f->fd = -1;
+	f->wd = -1;
 	f->arena_fd = -1;
 	f->sh.meta_fd = -1;
 	f->dev = st->st_dev;
@@ -190,7 +196,7 @@ fail:
 static struct vfile *lookup_locked(dev_t dev, ino_t ino)
 {
 	for (struct vfile *f = registry; f; f = f->next)
-		if (f->dev == dev && f->ino == ino && !f->anon)
+		if (f->dev == dev && f->ino == ino && !f->anon && !f->dormant)
 			return f;
 	return NULL;
 }
@@ -202,6 +208,7 @@ struct vfile *vfile_new_anon(void)
 	if (!f)
 		return NULL;
 	f->fd = -1;
+	f->wd = -1;
 	f->arena_fd = -1;
 	f->sh.meta_fd = -1;
 	f->anon = true;
@@ -231,9 +238,203 @@ struct vfile *vfile_find(dev_t dev, ino_t ino)
 	return f;
 }
 
-int vfile_get(int fd, const struct stat *st, struct vfile **out)
+static void registry_unlink(struct vfile *f)
+{
+	for (struct vfile **pp = &registry; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+}
+
+/*
+ * Dormant orphans.  State belongs to the file (contract 1), and unmapping
+ * a shared-file mapping leaves it as it was (contract 5) - yet we must
+ * not keep a file alive that the application let go of.  Whether anybody
+ * else can still reach a file cannot be read off the file: a memfd's own
+ * descriptor (memfd_create) counts nowhere a lease could see, and another
+ * process may hold it and pass it back.  So an orphan that may be
+ * unreachable closes our descriptor and keeps its state without it,
+ * watched through inotify: the kernel reports IN_IGNORED for the watch
+ * when the file's last reference anywhere goes and the file dies - the
+ * one moment its state can no longer be asked for.  Meanwhile the watch
+ * pins the inode (its number cannot be reused); when a file with that
+ * device and inode is met again, its birth time (or, without one, the
+ * watch the kernel returns for it) tells whether it is the same file.
+ */
+
+/* Our inotify instance, or -1.  A number the application closed and
+ * reused is not read (its link names no inotify instance).  Registry
+ * lock held. */
+static int watch_fd(bool create)
+{
+	char path[64], link[32] = "";
+
+	if (watch_ifd >= 0) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", watch_ifd);
+		if (readlink(path, link, sizeof(link) - 1) < 0 ||
+		    strcmp(link, "anon_inode:inotify") != 0) {
+			watch_ifd = -1; /* not ours any more: never close it */
+			for (struct vfile *f = registry; f; f = f->next)
+				f->wd = -1;
+		}
+	}
+	if (watch_ifd < 0 && create)
+		watch_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	return watch_ifd;
+}
+
+/* The watch wd is gone: its file died (or we removed it).  Registry
+ * lock held; a dormant vfile goes, its state with its file. */
+static void watch_gone(int wd, struct vfile **dead)
+{
+	for (struct vfile *f = registry; f; f = f->next) {
+		if (f->wd != wd)
+			continue;
+		f->wd = -1;
+		if (f->dormant) {
+			registry_unlink(f);
+			f->next = *dead;
+			*dead = f;
+		}
+		return;
+	}
+}
+
+/* Read what the kernel reported: files that died.  Registry lock held. */
+static void watch_drain(struct vfile **dead)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int ifd = watch_fd(false);
+	ssize_t n;
+
+	while (ifd >= 0 && (n = read(ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p + sizeof(struct inotify_event) <= buf + n;) {
+			const struct inotify_event *e = (const void *)p;
+
+			if (e->mask & IN_IGNORED)
+				watch_gone(e->wd, dead);
+			p += sizeof(*e) + e->len;
+		}
+	}
+}
+
+static void free_list(struct vfile *dead)
+{
+	for (struct vfile *f = dead, *next; f; f = next) {
+		next = f->next;
+		publish_del(&f->pub_slot);
+		vfile_free(f);
+	}
+}
+
+static bool birth_time(int fd, int64_t *sec, uint32_t *nsec)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_BTIME))
+		return false;
+	*sec = sx.stx_btime.tv_sec;
+	*nsec = sx.stx_btime.tv_nsec;
+	return true;
+}
+
+/* Is the file behind fd the dormant f's file?  Registry lock held. */
+static bool same_file(struct vfile *f, int fd)
+{
+	char path[64];
+	int64_t sec;
+	uint32_t nsec;
+	int ifd = watch_fd(false), w;
+
+	if (f->btime_sec || f->btime_nsec)
+		return birth_time(fd, &sec, &nsec) && sec == f->btime_sec &&
+		       nsec == f->btime_nsec;
+	if (f->wd < 0 || ifd < 0)
+		return false;
+	/* One watch per inode and instance: the same file gets f's back. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	w = inotify_add_watch(ifd, path, IN_DELETE_SELF | IN_MASK_ADD);
+	if (w >= 0 && w != f->wd)
+		inotify_rm_watch(ifd, w);
+	return w == f->wd;
+}
+
+/*
+ * Close our descriptor of the orphan f and keep its state dormant, or
+ * (no watch to be had) leave it as it is: never drop state of a file that
+ * may still be reached.  Registry lock held, no references.
+ */
+static void go_dormant(struct vfile *f)
+{
+	char path[64];
+	int ifd = watch_fd(true);
+
+	if (ifd < 0 || f->fd < 0)
+		return;
+	if (f->wd < 0) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", f->fd);
+		f->wd = inotify_add_watch(ifd, path, IN_DELETE_SELF);
+		if (f->wd < 0)
+			return;
+	}
+	if (!birth_time(f->fd, &f->btime_sec, &f->btime_nsec))
+		f->btime_sec = f->btime_nsec = 0;
+	close(f->fd);
+	f->fd = -1;
+	f->dormant = true;
+	publish_del(&f->pub_slot);
+}
+
+/*
+ * The dormant state of the file behind fd (st), made live again with a
+ * reference, or NULL.  A dormant vfile whose device and inode now name
+ * another file was a dead file's: it goes to *dead.  Registry lock held.
+ */
+static struct vfile *revive(int fd, const struct stat *st, struct vfile **dead)
 {
 	struct vfile *f;
+	int nfd;
+
+	watch_drain(dead);
+	for (f = registry; f; f = f->next)
+		if (f->dormant && f->dev == st->st_dev && f->ino == st->st_ino)
+			break;
+	if (!f)
+		return NULL;
+	if (!same_file(f, fd)) {
+		registry_unlink(f);
+		f->next = *dead;
+		*dead = f;
+		return NULL;
+	}
+	nfd = own_descriptor(fd, &f->own_ofd);
+	if (nfd < 0)
+		return NULL;
+	f->fd = nfd;
+	f->dormant = false;
+	f->refs = 1;
+	if (f->shared) /* a fork child kept it without being a holder */
+		vshared_add_self(f->fd, &f->sh, &f->tree);
+	return f;
+}
+
+bool vfile_dormant_known(dev_t dev, ino_t ino)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f && !found; f = f->next)
+		found = f->dormant && f->dev == dev && f->ino == ino;
+	pthread_mutex_unlock(&registry_lock);
+	return found;
+}
+
+int vfile_get(int fd, const struct stat *st, struct vfile **out)
+{
+	struct vfile *f, *dead = NULL;
 	bool created = false;
 	int r = 0;
 
@@ -241,6 +442,8 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	f = lookup_locked(st->st_dev, st->st_ino);
 	if (f) {
 		f->refs++;
+	} else if ((f = revive(fd, st, &dead)) != NULL) {
+		created = true;
 	} else {
 		r = vfile_new(fd, st, &f);
 		if (r == 0) {
@@ -250,6 +453,7 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 		}
 	}
 	pthread_mutex_unlock(&registry_lock);
+	free_list(dead);
 	if (created)
 		vfile_publish(f);
 	if (r == 0)
@@ -264,23 +468,13 @@ void vfile_note_app_mapped(struct vfile *f)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-static bool has_state(struct vfile *f)
-{
-	bool any = true; /* a lock that cannot be had: assume there is */
-
-	if (vfile_lock(f) == 0) {
-		any = rt_volatile_pages(&f->tree) + rt_purged_pages(&f->tree) > 0;
-		vfile_unlock(f);
-	}
-	return any;
-}
-
 /*
- * Can nobody but us reach the file any more?  It has no name, and a write
- * lease - refused while any other open file description of the file is
- * open for writing, the application's mappings' included - can be had on
+ * Can nobody but us reach the file any more, as far as the kernel shows?
+ * It has no name, and a write lease - refused while any other open file
+ * description of the file that the kernel counts is open - can be had on
  * our own.  The lease is let go at once; it has no owner to signal.  Any
  * doubt (a descriptor that is a dup, no lease rights) says "reachable".
+ * A "yes" is not proof: a memfd's own descriptor is not counted.
  */
 static bool file_unreachable(struct vfile *f)
 {
@@ -295,30 +489,49 @@ static bool file_unreachable(struct vfile *f)
 	return gone;
 }
 
-/* Keep f, reference-less, for the state that belongs to its file?
- * Registry lock held. */
+/*
+ * Keep f, reference-less, for the state that belongs to its file?  A file
+ * seen through an application mapping with volatile or purged ranges is
+ * kept: with our descriptor while it has volatile ranges and can be
+ * reached (purges can still discard them), else dormant.  Registry lock
+ * held.
+ */
 static bool keep_orphan(struct vfile *f)
 {
-	return f->app_mapped && !f->anon && has_state(f) && !file_unreachable(f);
-}
+	uint64_t vol = 1, purged = 1; /* a lock that cannot be had: keep */
 
-static void registry_unlink(struct vfile *f)
-{
-	for (struct vfile **pp = &registry; *pp; pp = &(*pp)->next) {
-		if (*pp == f) {
-			*pp = f->next;
-			break;
-		}
+	if (f->anon)
+		return true;
+	if (!f->app_mapped)
+		return false;
+	if (vfile_lock(f) == 0) {
+		vol = rt_volatile_pages(&f->tree);
+		purged = rt_purged_pages(&f->tree);
+		vfile_unlock(f);
 	}
+	if (vol + purged == 0)
+		return false;
+	if (!f->dormant && (!vol || file_unreachable(f)))
+		go_dormant(f);
+	return true;
 }
 
 void vfile_put(struct vfile *f)
 {
+	struct vfile *dead = NULL;
+
 	if (!f)
 		return;
 	pthread_mutex_lock(&registry_lock);
-	if (atomic_fetch_sub(&f->refs, 1) > 1 || keep_orphan(f)) {
+	if (atomic_fetch_sub(&f->refs, 1) > 1) {
 		pthread_mutex_unlock(&registry_lock);
+		return;
+	}
+	if (keep_orphan(f)) {
+		if (f->dormant)
+			watch_drain(&dead); /* it may have died at once */
+		pthread_mutex_unlock(&registry_lock);
+		free_list(dead);
 		return;
 	}
 	registry_unlink(f);
@@ -332,6 +545,7 @@ void vfile_sweep_orphans(void)
 	struct vfile *dead = NULL, *f, *next;
 
 	pthread_mutex_lock(&registry_lock);
+	watch_drain(&dead);
 	for (f = registry; f; f = next) {
 		next = f->next;
 		if (atomic_load(&f->refs) == 0 && !keep_orphan(f)) {
@@ -340,13 +554,10 @@ void vfile_sweep_orphans(void)
 			dead = f;
 		}
 	}
+	watch_drain(&dead);
 	pthread_mutex_unlock(&registry_lock);
-	for (f = dead; f; f = next) {
-		next = f->next;
-		vfile_free(f);
-	}
+	free_list(dead);
 }
-
 /* A foreign file's tree lock is never legitimately held this long. */
 #define LOCAL_LOCK_TIMEOUT_MS 60000u
 
@@ -534,13 +745,13 @@ void vfile_del_map(struct vfile *f, struct vmap *m)
 	vfile_publish(f);
 }
 
-int vfile_peek_oldest(struct vfile *f, struct rt_range *out)
+int vfile_peek_oldest(struct vfile *f, uint64_t max_seq, struct rt_range *out)
 {
 	int r = vfile_lock(f);
 
 	if (r < 0)
 		return r;
-	r = rt_oldest(&f->tree, out);
+	r = rt_oldest_before(&f->tree, max_seq, out);
 	vfile_unlock(f);
 	return r;
 }
@@ -711,7 +922,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		*pages += n;
 		left -= n;
 		if (!left || b.n == BATCH_RUNS || keep_spare(f) < 0 ||
-		    rt_oldest(&f->tree, &rr) != 1 || !may_take(&rr, lim))
+		    rt_oldest_before(&f->tree, lim->max_seq, &rr) != 1 ||
+		    !may_take(&rr, lim))
 			break;
 	}
 	punch_batch(f, &b);
@@ -744,7 +956,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 
 	if (r < 0)
 		return r;
-	r = rt_oldest(&f->tree, &rr);
+	r = rt_oldest_before(&f->tree, lim->max_seq, &rr);
 	if (r <= 0)
 		goto out;
 	if (f->anon) {
@@ -768,7 +980,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 	r = keep_spare(f) < 0 ? -ENOMEM : 1;
 	/* Progress or stop: a tree that hands out the same oldest range after
 	 * it was discarded is corrupt, and callers loop on this. */
-	if (r == 1 && rt_oldest(&f->tree, &after) == 1 &&
+	if (r == 1 && rt_oldest_before(&f->tree, lim->max_seq, &after) == 1 &&
 	    after.start == rr.start && after.seq == rr.seq && after.prio == rr.prio)
 		r = -EIO;
 out:
@@ -777,7 +989,8 @@ out:
 	return r;
 }
 
-ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
+			 uint64_t max_seq)
 {
 	struct purge_cand *v;
 	size_t n = 0, cap = 0;
@@ -788,7 +1001,9 @@ ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared)
 		cap++;
 	v = malloc((cap ? cap : 1) * sizeof(*v));
 	for (struct vfile *f = registry; v && f; f = f->next) {
-		if ((skip_shared && f->shared) || vfile_peek_oldest(f, &rr) <= 0)
+		/* A dormant file has no descriptor to punch with. */
+		if ((skip_shared && f->shared) || f->dormant ||
+		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;
 		v[n].f = f;
@@ -807,6 +1022,8 @@ void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 	*files = *vol_pages = *purged_pages = *resident_bytes = 0;
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next) {
+		if (f->dormant) /* not published either: vrangectl agrees */
+			continue;
 		*files += f->fd_layer;
 		if (vfile_lock(f) == 0) {
 			*vol_pages += rt_volatile_pages(&f->tree);
@@ -824,7 +1041,7 @@ uint64_t vfile_unshared_volatile_pages(void)
 
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next) {
-		if (!f->shared && vfile_lock(f) == 0) {
+		if (!f->shared && !f->dormant && vfile_lock(f) == 0) {
 			n += rt_volatile_pages(&f->tree);
 			vfile_unlock(f);
 		}
@@ -1002,18 +1219,25 @@ void vfile_fork_prepare(void)
 void vfile_fork_child(void)
 {
 	publish_fork_child();
+	/* The inotify instance is the parent's too: reading it here would
+	 * steal its news.  Dormant files stay, told apart by birth time. */
+	if (watch_ifd >= 0)
+		close(watch_ifd);
+	watch_ifd = -1;
 	for (struct vfile *f = registry; f; f = f->next) {
 		child_own_arena(f);
 		if (f->fork_copy)
 			munmap(f->fork_copy, f->arena_bytes);
 		f->fork_copy = NULL;
 		f->pub_slot = 0;
-		if (f->shared)
+		f->wd = -1;
+		if (f->shared && !f->dormant)
 			vshared_add_self(f->fd, &f->sh, &f->tree);
 	}
 	unlock_all();
 	for (struct vfile *f = registry; f; f = f->next)
-		vfile_publish(f);
+		if (!f->dormant)
+			vfile_publish(f);
 }
 
 void vfile_fork_done(void)

@@ -59,6 +59,13 @@ struct vfile {
 	_Atomic unsigned int refs; /* regions, file layer, known mappings;
 				   * reaching 0 under the registry lock */
 	bool app_mapped;          /* seen through an application mapping */
+	bool dormant;             /* an orphan kept without our descriptor:
+				   * the file may be gone (see file_state.c) */
+	int wd;                   /* its inotify watch (-1: none) */
+	/* The file's birth time (statx): with device and inode, who it is
+	 * when a dormant state is met again; 0/0 unknown. */
+	int64_t btime_sec;
+	uint32_t btime_nsec;
 	bool fd_layer;            /* the file layer holds a reference */
 	pthread_mutex_t lock;     /* the mapping list (with the tree lock) */
 	struct shared_lock tree_lock; /* the tree of a foreign file */
@@ -103,20 +110,26 @@ struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
 
 /*
  * Drop a reference.  The last one frees the vfile - unless the file was
- * seen through an application mapping, still holds state (volatile or
- * purged ranges) and may still be reached (it has a name, or another open
- * file description): then it stays in the registry without references (an
+ * seen through an application mapping and still holds state (volatile or
+ * purged ranges): then it stays in the registry without references (an
  * orphan), so the state is the file's again when it is met next (contract
- * 1), until vfile_sweep_orphans() finds it unreachable.
+ * 1 and 5).  An orphan keeps our descriptor while it has volatile ranges
+ * and the file can be reached (purges can discard them); otherwise it
+ * goes dormant: our descriptor is closed (so we never keep the file's
+ * memory alive), an inotify watch tells when the file is gone for good,
+ * and only then is the state dropped.
  */
 void vfile_put(struct vfile *f) VR_HIDDEN;
 
 /* The file was met through an application mapping (any_mapping.c). */
 void vfile_note_app_mapped(struct vfile *f) VR_HIDDEN;
 
-/* Free the orphans that hold no state any more or that nobody else can
- * reach (unlinked and no other open file description for writing). */
+/* Free the orphans that hold no state any more and the dormant ones whose
+ * file is gone; put the others dormant when they may be unreachable. */
 void vfile_sweep_orphans(void) VR_HIDDEN;
+
+/* Is state kept for the file (dev, ino) while nothing refers to it? */
+bool vfile_dormant_known(dev_t dev, ino_t ino) VR_HIDDEN;
 
 /* Take the file's tree lock (0) - a library file's shared lock, else its
  * own - or report a lock that cannot be had (-EIO). */
@@ -138,20 +151,24 @@ void vfile_add_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 void vfile_del_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 
 /*
- * Purging.  vfile_peek_oldest reports f's first range in purge order (1),
- * or 0 when f has nothing volatile left.  vfile_purge_oldest discards f's
- * oldest ranges - the first one, then the next ones while they stay ahead
+ * Purging.  vfile_peek_oldest reports f's first range in purge order
+ * among those marked no later than max_seq (1), or 0 when there is none.
+ * vfile_purge_oldest discards f's oldest ranges marked no later than
+ * lim->max_seq - the first one, then the next ones while they stay ahead
  * of *lim in the purge order - up to max_pages and one chunk (so marking
  * is never blocked for long), adding the bytes freed (st_blocks) to *freed
  * and the pages discarded to *pages.  Returns 1 if it discarded something,
- * 0 if nothing volatile is left, -errno.
+ * 0 if nothing volatile is left, -errno.  Ranges marked later are passed
+ * over, not waited at: the ranges behind them in the order (of a higher
+ * priority) were marked before and are this pass's.
  */
 struct purge_limit {
 	uint64_t max_seq;             /* nothing marked later than this */
 	bool other;                   /* another file's range comes next: */
 	struct rt_range other_oldest; /* nothing younger than it */
 };
-int vfile_peek_oldest(struct vfile *f, struct rt_range *out) VR_HIDDEN;
+int vfile_peek_oldest(struct vfile *f, uint64_t max_seq,
+		      struct rt_range *out) VR_HIDDEN;
 int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages) VR_HIDDEN;
@@ -170,10 +187,11 @@ struct purge_cand {
 	struct rt_range oldest;
 };
 
-/* Every file with something volatile (library files passed over when
- * skip_shared), each with a reference taken: the count (and *out, to
- * free), or -ENOMEM. */
-ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared) VR_HIDDEN;
+/* Every file with something volatile marked no later than max_seq
+ * (library files passed over when skip_shared), each with a reference
+ * taken: the count (and *out, to free), or -ENOMEM. */
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
+			 uint64_t max_seq) VR_HIDDEN;
 /* RT_VOLATILE pages of the files that are not library files (+ anonymous). */
 uint64_t vfile_unshared_volatile_pages(void) VR_HIDDEN;
 

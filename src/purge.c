@@ -46,9 +46,9 @@ static void sift_down(struct purge_cand *h, size_t n, size_t i)
 }
 
 /* After the top file's step: its new oldest range, or out of the heap. */
-static void rekey_top(struct purge_cand *h, size_t *n)
+static void rekey_top(struct purge_cand *h, size_t *n, uint64_t pass_start)
 {
-	if (vfile_peek_oldest(h[0].f, &h[0].oldest) <= 0) {
+	if (vfile_peek_oldest(h[0].f, pass_start, &h[0].oldest) <= 0) {
 		vfile_put(h[0].f);
 		h[0] = h[--*n];
 	}
@@ -98,13 +98,17 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 	/* What the application unmapped since is forgotten, not purged. */
 	anymap_sweep_for_purge();
 	/*
-	 * A pass considers what was volatile when it began: anonymous pages
-	 * that held no data are put back at the end of the order, and must
-	 * not be met again in the same pass.  Files that gain their first
+	 * A pass considers what was volatile when it began, in every file
+	 * and every process sharing one: the barrier is later than every
+	 * stamp taken before it, here or in another process (one clock).
+	 * Ranges marked since - by any thread or process, or anonymous pages
+	 * that held no data and were put back at the end of the order - are
+	 * passed over, never waited at, so the ranges of higher priorities
+	 * behind them are still reached.  Files that gain their first
 	 * volatile range meanwhile hold only later marks.
 	 */
 	pass_start = vr_seq_barrier();
-	got = vfile_oldest_all(&h, skip_shared);
+	got = vfile_oldest_all(&h, skip_shared, pass_start);
 	n = got > 0 ? (size_t)got : 0;
 	for (size_t i = n / 2; i-- > 0;)
 		sift_down(h, n, i);
@@ -116,21 +120,19 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 		int r;
 
 		/* Unmarked since the heap learnt it: take the file's key now. */
-		if (vfile_peek_oldest(h[0].f, &now) != 1 ||
+		if (vfile_peek_oldest(h[0].f, pass_start, &now) != 1 ||
 		    now.seq != h[0].oldest.seq || now.prio != h[0].oldest.prio ||
 		    now.start != h[0].oldest.start) {
-			rekey_top(h, &n);
+			rekey_top(h, &n, pass_start);
 			continue;
 		}
-		if (h[0].oldest.seq > pass_start)
-			break;
 		step_limit(h, n, pass_start, &lim);
 		r = vfile_purge_oldest(h[0].f, want ? want : 1, &lim, &freed, &pages);
 		if (step)
 			step(h[0].f, freed - before, arg);
 		if (r < 0)
 			break;
-		rekey_top(h, &n);
+		rekey_top(h, &n, pass_start);
 	}
 	while (n)
 		vfile_put(h[--n].f);

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #define RT_MAGIC 0x32747672u /* "rvt2" */
@@ -1391,6 +1392,56 @@ int rt_oldest(const struct rt_tree *t, struct rt_range *out)
 		return -EIO;
 	to_range(&t->nodes[i], out);
 	return 1;
+}
+
+/* The first range in purge order whose priority is at least prio:
+ * 1 (*out its index), 0 if none, -EIO. */
+static int first_at_prio(const struct rt_tree *t, int64_t prio, uint32_t *out)
+{
+	uint32_t x = t->hdr->root[ORD], found = 0;
+
+	for (int depth = 0; x; depth++) {
+		const struct rt_node *n = node_at(t, x);
+
+		if (!n || depth >= RT_MAX_DEPTH)
+			return -EIO;
+		if (n->prio >= prio) {
+			found = x;
+			x = n->link[ORD].child[LEFT];
+		} else {
+			x = n->link[ORD].child[RIGHT];
+		}
+	}
+	*out = found;
+	return found != 0;
+}
+
+/*
+ * Within one priority the first range is the least recently marked: if
+ * it was marked after max_seq, all of that priority were, so the search
+ * skips to the next priority.  One descent per priority skipped.
+ */
+int rt_oldest_before(const struct rt_tree *t, uint64_t max_seq, struct rt_range *out)
+{
+	int64_t prio = INT32_MIN;
+	uint32_t i;
+	int r;
+
+	if (!hdr_ok(t))
+		return -EIO;
+	for (uint32_t tries = 0; tries <= t->cap; tries++) {
+		r = first_at_prio(t, prio, &i);
+		if (r <= 0)
+			return r;
+		if (t->nodes[i].state != RT_VOLATILE)
+			return -EIO;
+		if (t->nodes[i].seq <= max_seq) {
+			to_range(&t->nodes[i], out);
+			return 1;
+		}
+		prio = (int64_t)t->nodes[i].prio + 1;
+	}
+	return -EIO;
 }
 
 uint64_t rt_volatile_pages(const struct rt_tree *t)

@@ -121,6 +121,14 @@ int rt_count(const struct rt_tree *t, uint64_t start, uint64_t end,
 int rt_oldest(const struct rt_tree *t, struct rt_range *out);
 
 /*
+ * The first RT_VOLATILE range in purge order among those marked no later
+ * than max_seq (a purge pass considers what was volatile when it began).
+ * 1 and *out filled, 0 if there is none, or -EIO.  O(log n) per priority
+ * whose ranges were all marked later.
+ */
+int rt_oldest_before(const struct rt_tree *t, uint64_t max_seq, struct rt_range *out);
+
+/*
  * Call fn on each range overlapping [start, end), in address order, clipped
  * to [start, end).  fn returns 0 to go on; anything else stops the walk and
  * is returned.  fn must not modify the tree.  Returns 0, fn's value or -EIO.

@@ -54,7 +54,8 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 	r = f ? 0 : shmem_check_kind(fd, &st);
 	if (r == 0 && (off < 0 || len < 0))
 		r = -EINVAL;
-	if (r == 0 && !f && !marking) {
+	/* A dormant state is the file's (file_state.h): vfile_get revives it. */
+	if (r == 0 && !f && !marking && !vfile_dormant_known(st.st_dev, st.st_ino)) {
 		r = vshared_probe(fd, &user_size);
 		if (r == 0) { /* foreign and stateless: answer without state */
 			r = vr_page_range((uint64_t)off, (uint64_t)len,

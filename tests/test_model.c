@@ -71,16 +71,6 @@
 			      * address was -ENOENT past the old end */
 #endif
 static int reuse = MODEL_REUSE_ADDRESS;
-#ifndef MODEL_PURGE_SEES_PEER_MARKS
-#define MODEL_PURGE_SEES_PEER_MARKS 0 /* new defect D2 (model-test report):
-				       * vrange_purge misses what another
-				       * process marked in the same clock tick */
-#endif
-#ifndef MODEL_PURGE_PAST_UNTOUCHED
-#define MODEL_PURGE_PAST_UNTOUCHED 0 /* new defect D3: a purge stops at
-				      * untouched anonymous pages it put back,
-				      * before higher-priority ranges */
-#endif
 #ifndef MODEL_APP_MAP_STALE_SIGBUS
 #define MODEL_APP_MAP_STALE_SIGBUS 0 /* new defect D6: an application mapping
 				      * armed for SIGBUS keeps a stale marker
@@ -92,12 +82,6 @@ static int reuse = MODEL_REUSE_ADDRESS;
 				     * with our userfaultfd and stayed so; off,
 				     * our retired (PROT_NONE) arena pieces and
 				     * stray anonymous mappings are not judged */
-#endif
-#ifndef MODEL_STATE_OUTLIVES_MAPPING
-#define MODEL_STATE_OUTLIVES_MAPPING 0 /* new defect D9: a file's state kept
-					* after its last known mapping went is
-					* dropped by a later sweep, purged pages
-					* and all: VRANGE_INTACT over zeros */
 #endif
 #ifndef MODEL_SIGBUS_LATE_REGION
 #define MODEL_SIGBUS_LATE_REGION 1 /* bug 8: a SIGBUS region adopted while
@@ -1080,46 +1064,10 @@ static void g_read(int p, int o)
 	}
 }
 
-/* Does p hold anonymous volatile pages with no data (a purge puts them back)? */
-static int untouched_anon(int p)
-{
-	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && F[f].kind == FK_ANON && F[f].owner == p)
-			for (int i = 0; i < F[f].npg; i++)
-				if (F[f].pg[i].vol && (F[f].pg[i].seed == 0 ||
-						       F[f].pg[i].seed == SEED_UNKNOWN ||
-						       F[f].pg[i].maybe ||
-						       F[f].pg[i].must))
-					return 1;
-	return 0;
-}
-
-/*
- * D2: a range another process marked within the last clock tick looks
- * "marked after the pass began" - and a pass stops at the first such range
- * it meets in purge order, whatever is behind it.
- */
-static int recent_peer_marks(int p)
-{
-	uint64_t now = now_ns();
-
-	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && reaches(p, f))
-			for (int i = 0; i < F[f].npg; i++)
-				if (F[f].pg[i].vol && F[f].pg[i].marked_by != p &&
-				    now - F[f].pg[i].marked_ns < 100000000u)
-					return 1;
-	return 0;
-}
-
 /* Everything volatile process p's purges may reach: may be discarded. */
 static uint64_t purge_model(int p, int only_file, int all)
 {
 	uint64_t clean = 0;
-	int untouched = only_file < 0 && !MODEL_PURGE_PAST_UNTOUCHED &&
-			untouched_anon(p);
-	int blocked = only_file < 0 && !MODEL_PURGE_SEES_PEER_MARKS &&
-		      recent_peer_marks(p);
 
 	for (int f = 0; f < M_MAXFILE; f++) {
 		int sure;
@@ -1135,7 +1083,6 @@ static uint64_t purge_model(int p, int only_file, int all)
 				continue;
 			/* A reset tree says "purged" without discarding. */
 			if (all && sure && g->vol == 1 && !g->zok && !g->reset &&
-			    !blocked && (!untouched || g->prio <= 0) &&
 			    g->seed != 0 && g->seed != SEED_UNKNOWN) {
 				if (!g->maybe && !g->must && !bg_purging(f)) {
 					clean++;
@@ -1148,8 +1095,6 @@ static uint64_t purge_model(int p, int only_file, int all)
 				g->must = 1;
 			}
 			g->maybe = 1;
-			if (g->vol == 2 && !MODEL_STATE_OUTLIVES_MAPPING)
-				g->zok = 1; /* D9 */
 		}
 	}
 	return clean;
@@ -1663,8 +1608,6 @@ static void g_fork(void)
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		fail("the forked child found a violation (status %#x)", st);
 	if (purge) {
-		int blocked = !MODEL_PURGE_SEES_PEER_MARKS && recent_peer_marks(0);
-
 		/* The child shares library files' state: it purged them. */
 		for (int f = 0; f < M_MAXFILE; f++) {
 			if (!F[f].used || F[f].kind != FK_LIB || !reaches(0, f))
@@ -1675,7 +1618,7 @@ static void g_fork(void)
 				if (!g->vol)
 					continue;
 				if (attached(0, f) && g->vol == 1 && !g->zok &&
-				    !g->reset && !blocked && g->seed &&
+				    !g->reset && g->seed &&
 				    g->seed != SEED_UNKNOWN) {
 					if (!g->must)
 						g->must_by = 0xfe;
@@ -1898,8 +1841,10 @@ static void teardown(void)
 /* The library's first use, and what it keeps for good, before the baseline. */
 static void warm_up(void)
 {
+	struct vrange_stats st;
 	vrange_region *r;
 	char *a;
+	int fd;
 
 	if (vrange_region_create("warm", 4 * ps, 0, &r) == 0) {
 		vrange_mark_volatile(r, 0, ps);
@@ -1916,6 +1861,19 @@ static void warm_up(void)
 		vrange(a, 2 * ps, VRANGE_NONVOLATILE, NULL);
 		munmap(a, 2 * ps);
 	}
+	/* A file's state outlives its mapping, watched for the file's end
+	 * (the library's inotify instance, kept for good). */
+	fd = memfd_create("warm", MFD_CLOEXEC);
+	if (fd >= 0 && ftruncate(fd, (off_t)ps) == 0 &&
+	    (a = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) != MAP_FAILED) {
+		a[0] = 1;
+		vrange(a, ps, VRANGE_VOLATILE, NULL);
+		vrange_purge(SIZE_MAX);
+		munmap(a, ps);
+	}
+	if (fd >= 0)
+		close(fd);
+	vrange_get_stats(&st);
 	vrange_purge(SIZE_MAX);
 }
 

@@ -41,10 +41,6 @@ struct ashmem_pin {
 #define ASHMEM_GET_PIN_STATUS _IO(__ASHMEMIOC, 9)
 #define ASHMEM_PURGE_ALL_CACHES _IO(__ASHMEMIOC, 10)
 
-#ifndef MODEL_PURGE_SEES_PEER_MARKS
-#define MODEL_PURGE_SEES_PEER_MARKS 0 /* new defect D2, see test_model.c */
-#endif
-
 #define MAXPG 8
 #define MAXAREA 12
 
@@ -539,12 +535,7 @@ static void step(void)
 				if (!A[b].pg[i].pinned) {
 					struct apage *g = &A[b].pg[i];
 
-					/* D2: a purge misses what another process
-					 * marked within the same clock tick. */
-					if (A[b].held[p] &&
-					    (MODEL_PURGE_SEES_PEER_MARKS ||
-					     g->unpinned_by == p ||
-					     now_ns() - g->unpinned_ns > 100000000u))
+					if (A[b].held[p])
 						g->purged = 1;
 					else
 						g->maybe = 1;

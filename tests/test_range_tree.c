@@ -542,6 +542,45 @@ START_TEST(test_oldest_order)
 }
 END_TEST
 
+/* A purge pass passes over ranges marked after it began, priority by
+ * priority, to the older ranges of higher priorities behind them. */
+START_TEST(test_oldest_before)
+{
+	size_t bytes = rt_arena_bytes(64);
+	void *arena = arena_new(bytes);
+	struct rt_tree t;
+	struct rt_range r;
+
+	fresh_tree(&t, arena, bytes);
+	ck_assert_int_eq(rt_oldest_before(&t, UINT64_MAX, &r), 0);
+	ck_assert_int_eq(rt_mark_volatile(&t, 0, 4, -5, 90, NULL), 0);  /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 10, 14, -5, 95, NULL), 0); /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 20, 24, 0, 91, NULL), 0);  /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 30, 34, 0, 99, NULL), 0);  /* later */
+	ck_assert_int_eq(rt_mark_volatile(&t, 40, 44, 3, 60, NULL), 0);
+	ck_assert_int_eq(rt_mark_volatile(&t, 50, 54, 3, 10, NULL), 0);
+	ck_assert_int_eq(rt_mark_volatile(&t, 60, 64, INT32_MAX, 1, NULL), 0);
+	ck_assert_int_eq(rt_oldest_before(&t, UINT64_MAX, &r), 1);
+	ck_assert_uint_eq(r.start, 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 90, &r), 1);
+	ck_assert_uint_eq(r.start, 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 89, &r), 1);
+	ck_assert_uint_eq(r.start, 50);
+	ck_assert_int_eq(r.prio, 3);
+	ck_assert_int_eq(rt_oldest_before(&t, 9, &r), 1);
+	ck_assert_uint_eq(r.start, 60);
+	ck_assert_int_eq(rt_oldest_before(&t, 0, &r), 0);
+	/* Refreshed (marked again) after the pass began: passed over. */
+	ck_assert_int_eq(rt_mark_volatile(&t, 50, 54, 3, 100, NULL), 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 89, &r), 1);
+	ck_assert_uint_eq(r.start, 40);
+	ck_assert_int_eq(rt_mark_purged(&t, 40, 44, NULL), 0);
+	ck_assert_int_eq(rt_oldest_before(&t, 89, &r), 1);
+	ck_assert_uint_eq(r.start, 60);
+	free(arena);
+}
+END_TEST
+
 struct visit_log {
 	struct rt_range r[8];
 	int n, stop_at;
@@ -835,14 +874,16 @@ static void dapply(struct dmodel *m, int kind, uint32_t lo, uint32_t hi,
 }
 
 /* Lowest (prio, seq, page) among volatile pages; false if none. */
-static bool doldest(struct dmodel *m, struct rt_range *r)
+/* The model's first range in purge order marked no later than max_seq:
+ * a priority's queue head is its least recently marked range. */
+static bool doldest_before(struct dmodel *m, uint64_t max_seq, struct rt_range *r)
 {
 	for (int i = 0; i < NPRIO; i++) {
 		uint32_t s, p;
 
 		while (m->qh[i] < m->qt[i] && !m->cnt[m->q[i][m->qh[i]]])
 			m->qh[i]++;
-		if (m->qh[i] == m->qt[i])
+		if (m->qh[i] == m->qt[i] || m->q[i][m->qh[i]] > max_seq)
 			continue;
 		s = m->q[i][m->qh[i]];
 		p = m->minpage[s];
@@ -859,6 +900,11 @@ static bool doldest(struct dmodel *m, struct rt_range *r)
 		return true;
 	}
 	return false;
+}
+
+static bool doldest(struct dmodel *m, struct rt_range *r)
+{
+	return doldest_before(m, UINT64_MAX, r);
 }
 
 struct dcmp {
@@ -933,7 +979,7 @@ static void differential(uint64_t seed, uint64_t steps)
 		uint32_t lo = (uint32_t)rng_below(&rng, DPAGES), len, hi;
 		uint32_t sel = (uint32_t)rng_below(&rng, 1000);
 		uint8_t pi = (uint8_t)rng_below(&rng, NPRIO);
-		uint32_t seq = (uint32_t)step + 1;
+		uint32_t seq = (uint32_t)step + 1, cut;
 		uint64_t res[2], mres[2], v, p, mv, mp;
 		struct rt_range r, mr;
 		bool full = step < 10000 || step % 1000 == 0 || step + 1 == steps;
@@ -1006,6 +1052,18 @@ static void differential(uint64_t seed, uint64_t steps)
 		} else {
 			DREQ(ro == 0, "oldest %d, model has none", ro);
 		}
+		/* A purge pass that began at some earlier step. */
+		cut = (uint32_t)((step * 2654435761u) % (seq + 1u));
+		ro = rt_oldest_before(&t, cut, &r);
+		if (doldest_before(m, cut, &mr))
+			DREQ(ro == 1 && r.start == mr.start && r.end == mr.end &&
+				     r.prio == mr.prio && r.seq == mr.seq,
+			     "oldest before %u: %d [%" PRIu64 ",%" PRIu64
+			     "), model [%" PRIu64 ",%" PRIu64 ")", cut, ro,
+			     r.start, r.end, mr.start, mr.end);
+		else
+			DREQ(ro == 0, "oldest before %u: %d, model has none",
+			     cut, ro);
 		if (full) {
 			DREQ(rt_check(&t) == 0, "rt_check");
 			DREQ(dcompare(&t, m, 0, DPAGES), "pages differ");
@@ -1208,6 +1266,7 @@ Suite *test_suite(void)
 	tcase_add_loop_test(tc, test_shapes_exhaustive, 0,
 			    (int)(sizeof(layouts) / sizeof(layouts[0])));
 	tcase_add_test(tc, test_oldest_order);
+	tcase_add_test(tc, test_oldest_before);
 	tcase_add_test(tc, test_visit);
 	tcase_add_test(tc, test_count);
 	tcase_add_test(tc, test_extreme_addresses);
