@@ -270,11 +270,16 @@ static void registry_unlink(struct vfile *f)
 static int watch_fd(bool create)
 {
 	char path[64], link[32] = "";
+	ssize_t n;
 
 	if (watch_ifd >= 0) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", watch_ifd);
-		if (readlink(path, link, sizeof(link) - 1) < 0 ||
-		    strcmp(link, "anon_inode:inotify") != 0) {
+		n = readlink(path, link, sizeof(link) - 1);
+		/* Out of memory says nothing about the number: neither read
+		 * it nor forget it (forgetting would leak it for good). */
+		if (n < 0 && errno != ENOENT && errno != EBADF)
+			return -1;
+		if (n < 0 || strcmp(link, "anon_inode:inotify") != 0) {
 			watch_ifd = -1; /* not ours any more: never close it */
 			for (struct vfile *f = registry; f; f = f->next)
 				f->wd = -1;
