@@ -89,6 +89,9 @@
 	X(SOCKET, "socket", EMFILE, ENOBUFS)                                   \
 	X(CONNECT, "connect", EAGAIN, EINTR)                                   \
 	X(GETSOCKOPT, "getsockopt", ENOBUFS)                                   \
+	X(READLINK, "readlink", ENOMEM, EACCES)                                 \
+	X(INOTIFY_INIT1, "inotify_init1", EMFILE, ENOMEM)                      \
+	X(INOTIFY_ADD_WATCH, "inotify_add_watch", ENOSPC, ENOMEM)              \
 	X(PTHREAD_CREATE, "pthread_create", EAGAIN)
 
 #define SITE_ENUM(id, name, ...) S_##id,
@@ -580,6 +583,12 @@ int __real_sem_wait(sem_t *sem);
 int __real_socket(int domain, int type, int proto);
 int __real_connect(int fd, const struct sockaddr *sa, socklen_t len);
 int __real_getsockopt(int fd, int level, int name, void *v, socklen_t *len);
+ssize_t __real_readlink(const char *path, char *buf, size_t n);
+int __real_inotify_init1(int flags);
+int __real_inotify_add_watch(int fd, const char *path, uint32_t mask);
+WRAP_HIDDEN ssize_t __wrap_readlink(const char *path, char *buf, size_t n);
+WRAP_HIDDEN int __wrap_inotify_init1(int flags);
+WRAP_HIDDEN int __wrap_inotify_add_watch(int fd, const char *path, uint32_t mask);
 WRAP_HIDDEN int __wrap_socket(int domain, int type, int proto);
 WRAP_HIDDEN int __wrap_connect(int fd, const struct sockaddr *sa, socklen_t len);
 WRAP_HIDDEN int __wrap_getsockopt(int fd, int level, int name, void *v, socklen_t *len);
@@ -630,6 +639,22 @@ int __wrap_stat64(const char *path, struct stat64 *st)
 int __wrap_sem_wait(sem_t *sem)
 {
 	FAIL_OR(S_SEM_WAIT, __real_sem_wait(sem));
+}
+
+/* The watch on dormant files' deaths (file_state.c). */
+ssize_t __wrap_readlink(const char *path, char *buf, size_t n)
+{
+	FAIL_OR(S_READLINK, __real_readlink(path, buf, n));
+}
+
+int __wrap_inotify_init1(int flags)
+{
+	FAIL_OR(S_INOTIFY_INIT1, __real_inotify_init1(flags));
+}
+
+int __wrap_inotify_add_watch(int fd, const char *path, uint32_t mask)
+{
+	FAIL_OR(S_INOTIFY_ADD_WATCH, __real_inotify_add_watch(fd, path, mask));
 }
 
 /* The coordinator check (coordinator.c): a failure reads "no coordinator",
