@@ -4,6 +4,9 @@
  * on a small page space, run against the tree and a per-page model.  The
  * arena is small (its size comes from the input) so -ENOMEM is exercised:
  * it must leave the tree exactly as it was.  Any disagreement aborts.
+ * With the first byte's top bit the arena is a paged one (page words for
+ * every page, as a library file's): small marks go to words, large ones
+ * move them into the tree first, and -ENOMEM may strike in between.
  *
  * Build: clang -fsanitize=fuzzer,address -Isrc fuzz/fuzz_range_tree.c \
  *        src/range_tree.c
@@ -21,6 +24,10 @@
 #define MAX_CAP 160u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Words and ranges are not coalesced with each other: only pages and
+ * the oldest range's start and age are compared, not range shapes. */
+static bool paged;
 
 struct page {
 	uint8_t st; /* 0, RT_VOLATILE, RT_PURGED */
@@ -72,7 +79,7 @@ bad:
 }
 
 /* Pages, counters, range count and oldest range all agree with m. */
-static void compare(const struct rt_tree *t, const struct page *m, size_t op)
+static void compare(struct rt_tree *t, const struct page *m, size_t op)
 {
 	struct cmp c = { m, 0, false };
 	uint64_t vol = 0, pur = 0, v, p;
@@ -102,7 +109,7 @@ static void compare(const struct rt_tree *t, const struct page *m, size_t op)
 		fail("counters", op);
 	if (rt_count(t, 0, PAGES, &v, &p) != 0 || v != vol || p != pur)
 		fail("rt_count", op);
-	if (rt_nranges(t) != runs)
+	if (!paged && rt_nranges(t) != runs)
 		fail("range count", op);
 	if (rt_check(t) != 0)
 		fail("rt_check", op);
@@ -115,14 +122,15 @@ static void compare(const struct rt_tree *t, const struct page *m, size_t op)
 	unsigned end = (unsigned)best;
 	while (end < PAGES && same(&m[end], &m[best]))
 		end++;
-	if (ro != 1 || r.start != (uint64_t)best || r.end != end ||
+	if (ro != 1 || r.start != (uint64_t)best ||
+	    (paged ? r.end > end || r.end <= r.start : r.end != end) ||
 	    r.prio != m[best].prio || r.seq != m[best].seq)
 		fail("oldest", op);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static uint64_t arena_mem[(MAX_CAP + 8) * 8];
+	static uint64_t arena_mem[(MAX_CAP + 8) * 8 + 1024];
 	struct page m[PAGES], saved[PAGES];
 	struct rt_tree t;
 	size_t slot = rt_arena_bytes(1) - rt_arena_bytes(0);
@@ -130,12 +138,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	/* First byte: arena size, from 1 node to MAX_CAP. */
-	bytes = (1 + 1 + data[0] % MAX_CAP) * slot;
+	/* First byte: arena size, from 1 node to MAX_CAP; top bit: paged. */
+	paged = data[0] & 0x80;
+	if (paged)
+		bytes = rt_arena_bytes_paged(1 + (data[0] & 0x7f) % MAX_CAP, PAGES);
+	else
+		bytes = (1 + 1 + data[0] % MAX_CAP) * slot;
 	if (bytes > sizeof(arena_mem))
 		abort();
 	memset(arena_mem, 0, bytes);
-	if (rt_format(&t, arena_mem, bytes) != 0)
+	if ((paged ? rt_format_paged(&t, arena_mem, bytes, PAGES)
+		   : rt_format(&t, arena_mem, bytes)) != 0)
 		fail("rt_format", 0);
 	memset(m, 0, sizeof(m));
 

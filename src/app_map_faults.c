@@ -94,6 +94,18 @@ static bool refused_for_good(int r)
 	return r == -EPERM || r == -EBUSY || r == -EINVAL;
 }
 
+bool appmap_holds(const struct vfile *f, const struct vmap *m, size_t off, size_t len)
+{
+	size_t end = off + len, plen;
+
+	if (m->region)
+		return true; /* the library's own mapping, unmapped by destroy */
+	for (; off < end; off += plen)
+		if (piece_at(f, m, off, end - off, &plen) != 1)
+			return false; /* gone, partly, or cannot tell */
+	return true;
+}
+
 int appmap_arm(struct vfile *f, struct vmap *m, size_t off, size_t len)
 {
 	size_t stop;

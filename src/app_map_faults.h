@@ -7,12 +7,20 @@
 #ifndef VRANGE_APP_MAP_FAULTS_H
 #define VRANGE_APP_MAP_FAULTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "env.h"
 
 struct vfile;
 struct vmap;
+
+/*
+ * Does m (a region's always) still map f all along [off, off + len)?
+ * false also when that cannot be told now.  Caller holds f's lock.
+ */
+bool appmap_holds(const struct vfile *f, const struct vmap *m, size_t off,
+		  size_t len) VR_HIDDEN;
 
 /*
  * Arm application mapping m of f for a punch of [off, off + len): every

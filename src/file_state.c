@@ -821,6 +821,14 @@ static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
  * RT_PURGED: arm the SIGBUS-mode mappings, punch, poison and disarm them.
  * (When a system call fails: docs/design.md.)
  */
+static void punch_hole(struct vfile *f, size_t off, size_t len)
+{
+	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0)
+		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
+			 strerror(errno));
+}
+
 static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 {
 	size_t off = (size_t)start << vr_page_shift;
@@ -831,10 +839,7 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 	 * RT_PURGED - a false VRANGE_PURGED, the safe side. */
 	if (arm_all(f, off, len) < 0)
 		return;
-	if (fallocate(f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)len) < 0)
-		vr_debug("punching %zu bytes at %zu failed: %s", len, off,
-			 strerror(errno));
+	punch_hole(f, off, len);
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
@@ -860,10 +865,104 @@ struct batch {
 	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
 };
 
+/* Is page pg in one of the batch's runs (sorted, joined)?  *i: a cursor
+ * for ascending pg. */
+static bool in_runs(const struct batch *b, uint64_t pg, uint32_t *i)
+{
+	while (*i < b->n && b->end[*i] <= pg)
+		(*i)++;
+	return *i < b->n && b->start[*i] <= pg;
+}
+
+/* Largest span armed at once (its residency vector lives on the stack). */
+#define SPAN_MAX_PAGES 4096u
+
+/*
+ * May the span of the batch's runs be armed once in every SIGBUS mapping
+ * of f?  Each mapping must allow it (uffd_span_ok) and still map the file
+ * all along the span (appmap_holds), and every page of the
+ * span that the batch does not punch must be in the file's page cache
+ * (mincore): while armed, a touch of a hole raises SIGBUS, and such a page
+ * may be non-volatile.  A page in the cache stays there meanwhile: only a
+ * purge removes data, and this one holds the file's lock.
+ */
+static bool span_armable(struct vfile *f, const struct batch *b)
+{
+	uint64_t s = b->start[0], e = b->end[b->n - 1];
+	unsigned char vec[SPAN_MAX_PAGES];
+
+	if (e - s > SPAN_MAX_PAGES)
+		return false;
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = (size_t)s << vr_page_shift;
+		size_t l = (size_t)(e - s) << vr_page_shift;
+		uint64_t first;
+		uint32_t i = 0;
+
+		if (!m->sigbus || !map_clip(m, &o, &l))
+			continue;
+		/* A mapping that no longer maps the file all along the
+		 * span (unmapped, a newcomer at its address) is judged run
+		 * by run (punch_run). */
+		if (!uffd_span_ok(m) || !appmap_holds(f, m, o, l) ||
+		    mincore(m->base + o, l, vec) < 0)
+			return false;
+		first = o >> vr_page_shift;
+		for (size_t k = 0; k < l >> vr_page_shift; k++)
+			if (!in_runs(b, first + k, &i) && !(vec[k] & 1))
+				return false;
+	}
+	return true;
+}
+
+/* The runs of b punched under one arming per SIGBUS mapping.  false,
+ * nothing punched and nothing left armed, if a mapping refused. */
+static bool punch_span(struct vfile *f, const struct batch *b)
+{
+	size_t off = (size_t)b->start[0] << vr_page_shift;
+	size_t len = (size_t)(b->end[b->n - 1] - b->start[0]) << vr_page_shift;
+
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+
+		if (!m->sigbus || !map_clip(m, &o, &l) ||
+		    uffd_before_discard(m, o, l) == 0)
+			continue;
+		for (struct vmap *a = f->maps; a != m; a = a->next) {
+			size_t ao = off, al = len;
+
+			if (a->sigbus && map_clip(a, &ao, &al))
+				uffd_disarm(a, ao, al);
+		}
+		return false;
+	}
+	for (uint32_t i = 0; i < b->n; i++)
+		punch_hole(f, (size_t)b->start[i] << vr_page_shift,
+			   (size_t)(b->end[i] - b->start[i]) << vr_page_shift);
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+
+		if (!m->sigbus || !map_clip(m, &o, &l))
+			continue;
+		for (uint32_t i = 0; i < b->n; i++) {
+			size_t ro = (size_t)b->start[i] << vr_page_shift;
+			size_t rl = (size_t)(b->end[i] - b->start[i]) << vr_page_shift;
+
+			if (map_clip(m, &ro, &rl))
+				uffd_poison_armed(m, ro, rl);
+		}
+		uffd_disarm(m, o, l);
+	}
+	return true;
+}
+
 /* Punch the batch's runs in address order, neighbours as one: a page
- * cache's pages, marked one by one, purge as one hole. */
+ * cache's pages, marked one by one, purge as one hole; scattered ones
+ * under one arming where that is safe. */
 static void punch_batch(struct vfile *f, struct batch *b)
 {
+	uint32_t n = 0;
+
 	for (uint32_t i = 1; i < b->n; i++) { /* insertion sort: n <= 64 */
 		uint64_t s = b->start[i], e = b->end[i];
 		uint32_t j = i;
@@ -875,13 +974,19 @@ static void punch_batch(struct vfile *f, struct batch *b)
 		b->start[j] = s;
 		b->end[j] = e;
 	}
-	for (uint32_t i = 0; i < b->n;) {
+	for (uint32_t i = 0; i < b->n; n++) { /* join neighbours */
 		uint64_t s = b->start[i], e = b->end[i];
 
 		for (i++; i < b->n && b->start[i] == e; i++)
 			e = b->end[i];
-		punch_run(f, s, e);
+		b->start[n] = s;
+		b->end[n] = e;
 	}
+	b->n = n;
+	if (n > 1 && has_sigbus_map(f) && span_armable(f, b) && punch_span(f, b))
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		punch_run(f, b->start[i], b->end[i]);
 }
 
 /*

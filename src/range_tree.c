@@ -32,6 +32,9 @@
 
 #define RT_MAGIC 0x32747672u /* "rvt2" */
 #define RT_VERSION 2u
+/* Added to the version of an arena with page words (page_words.h): a
+ * reader that does not know them must not take it for a plain tree. */
+#define RT_PAGED 0x10000u
 /* Slack rt_arena_bytes() adds so that a full tree can still split twice. */
 #define RT_SPARE 2u
 /* No red-black tree of fewer than 2^32 nodes is deeper than 64. */
@@ -101,7 +104,7 @@ static bool hdr_ok(const struct rt_tree *t)
 {
 	const struct rt_hdr *h = t->hdr;
 
-	if (!h || h->magic != RT_MAGIC || h->version != RT_VERSION)
+	if (!h || h->magic != RT_MAGIC || h->version != t->ver)
 		return false;
 	if (h->bump == 0 || h->bump > t->cap + 1ull)
 		return false;
@@ -959,31 +962,95 @@ static bool arena_usable(const void *arena, size_t arena_bytes)
 	       cap_for(arena_bytes) > 0;
 }
 
-int rt_format(struct rt_tree *t, void *arena, size_t arena_bytes)
+/* Where the page words of a paged arena of arena_bytes begin (0: they
+ * do not fit). */
+static size_t words_at(size_t arena_bytes, uint32_t npages)
+{
+	size_t area = pw_area_bytes(npages);
+
+	if (arena_bytes % 64 || arena_bytes < area ||
+	    arena_bytes - area < 2 * sizeof(struct rt_node))
+		return 0;
+	return arena_bytes - area;
+}
+
+size_t rt_arena_bytes_paged(uint32_t nranges, uint32_t npages)
+{
+	size_t nodes = (rt_arena_bytes(nranges) + 63) & ~(size_t)63;
+
+	return nodes + pw_area_bytes(npages);
+}
+
+static int format(struct rt_tree *t, void *arena, size_t node_bytes,
+		  uint32_t ver)
 {
 	struct rt_hdr *h = arena;
 
-	if (!t || !arena_usable(arena, arena_bytes))
+	if (!t || !arena_usable(arena, node_bytes))
 		return -EINVAL;
 	memset(h, 0, sizeof(struct rt_node));
 	h->magic = RT_MAGIC;
-	h->version = RT_VERSION;
-	h->cap = cap_for(arena_bytes);
+	h->version = ver;
+	h->cap = cap_for(node_bytes);
 	h->bump = 1;
 	t->hdr = h;
 	t->nodes = arena;
 	t->cap = h->cap;
+	t->ver = ver;
+	t->pw = (struct pw){ 0 };
 	return 0;
+}
+
+int rt_format(struct rt_tree *t, void *arena, size_t arena_bytes)
+{
+	return format(t, arena, arena_bytes, RT_VERSION);
+}
+
+int rt_format_paged(struct rt_tree *t, void *arena, size_t arena_bytes,
+		    uint32_t npages)
+{
+	size_t at = words_at(arena_bytes, npages);
+	int err;
+
+	if (!at || !npages)
+		return -EINVAL;
+	err = format(t, arena, at, RT_VERSION | RT_PAGED);
+	if (!err)
+		pw_format(&t->pw, (char *)arena + at, npages);
+	return err;
+}
+
+/* The node bytes of an arena whose header shows version ver, and its page
+ * count (*npages, 0 for a plain tree); 0 if the layout cannot be. */
+static size_t node_bytes_of(const void *arena, size_t arena_bytes,
+			    uint32_t ver, uint32_t *npages)
+{
+	*npages = 0;
+	if (ver == RT_VERSION)
+		return arena_bytes;
+	if (ver != (RT_VERSION | RT_PAGED) || arena_bytes % 64 ||
+	    arena_bytes < 2 * PW_HDR_BYTES)
+		return 0;
+	*npages = pw_peek_npages((const char *)arena + arena_bytes - PW_HDR_BYTES);
+	return *npages ? words_at(arena_bytes, *npages) : 0;
 }
 
 int rt_attach(struct rt_tree *t, void *arena, size_t arena_bytes)
 {
 	struct rt_tree nt = { .hdr = arena, .nodes = arena };
+	uint32_t npages;
+	size_t nb;
 
 	if (!t || !arena_usable(arena, arena_bytes))
 		return -EIO;
-	nt.cap = cap_for(arena_bytes);
+	nt.ver = nt.hdr->version;
+	nb = node_bytes_of(arena, arena_bytes, nt.ver, &npages);
+	if (!nb || !arena_usable(arena, nb))
+		return -EIO;
+	nt.cap = cap_for(nb);
 	if (nt.hdr->cap != nt.cap || !hdr_ok(&nt))
+		return -EIO;
+	if (npages && pw_attach(&nt.pw, (char *)arena + nb, npages) < 0)
 		return -EIO;
 	*t = nt;
 	return 0;
@@ -997,8 +1064,17 @@ int rt_peek_totals(const void *hdr, size_t arena_bytes, uint64_t *vol,
 	_Static_assert(sizeof(struct rt_hdr) <= RT_HDR_COPY_BYTES, "header copy");
 	if (!arena_usable(hdr, arena_bytes))
 		return -EIO;
+	t.ver = t.hdr->version;
 	t.cap = cap_for(arena_bytes);
-	if (t.hdr->cap != t.cap || !hdr_ok(&t))
+	/* A paged arena's nodes end where its words begin, which the header
+	 * alone does not tell: their count can only be smaller. */
+	if (t.ver == (RT_VERSION | RT_PAGED) ? t.hdr->cap > t.cap
+					      : t.hdr->cap != t.cap)
+		return -EIO;
+	t.cap = t.hdr->cap;
+	if (t.ver != RT_VERSION && t.ver != (RT_VERSION | RT_PAGED))
+		return -EIO;
+	if (!hdr_ok(&t))
 		return -EIO;
 	*vol = t.hdr->vol_pages;
 	*purged = t.hdr->purged_pages;
@@ -1009,7 +1085,8 @@ int rt_grow(struct rt_tree *t, void *arena, size_t arena_bytes)
 {
 	uint32_t cap;
 
-	if (!t || !arena_usable(arena, arena_bytes))
+	/* A paged arena's words sit at its end: it never grows. */
+	if (!t || t->pw.n || !arena_usable(arena, arena_bytes))
 		return -EINVAL;
 	cap = cap_for(arena_bytes);
 	if (cap < t->cap)
@@ -1038,9 +1115,11 @@ static __thread uint32_t last_made __attribute__((tls_model("initial-exec")));
 
 /* What the fast paths need of the header beyond indices, which they check
  * where they read them (node_at(), fast_alloc()). */
-static inline bool hdr_sane(const struct rt_hdr *h)
+static inline bool hdr_sane(const struct rt_tree *t)
 {
-	return h && h->magic == RT_MAGIC && h->version == RT_VERSION;
+	const struct rt_hdr *h = t->hdr;
+
+	return h && h->magic == RT_MAGIC && h->version == t->ver;
 }
 
 /* A slot for a fresh node, its contents left for the caller to write in
@@ -1089,7 +1168,7 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 	uint32_t xa, p = 0, r, z;
 	int dir = LEFT, err;
 
-	if (start >= end || !hdr_sane(h))
+	if (start >= end || !hdr_sane(t))
 		return 0;
 	/*
 	 * One descent of the address tree finds the last range ending at or
@@ -1172,7 +1251,7 @@ fast_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
 	int err;
 
 	*vol = *purged = 0;
-	if (start >= end || !hdr_sane(h))
+	if (start >= end || !hdr_sane(t))
 		return 0;
 	n = node_at(t, i);
 	if (!n || n->start != start || n->end != end) {
@@ -1210,7 +1289,7 @@ fast_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
 	return 1;
 }
 
-int rt_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
+static int tree_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
 		     int32_t prio, uint64_t seq, uint64_t *newly)
 {
 	int err = fast_insert(t, start, end, prio, seq);
@@ -1242,7 +1321,7 @@ slow_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
 	return err;
 }
 
-int rt_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
+static int tree_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
 	     uint64_t *purged)
 {
 	uint64_t fv, fp;
@@ -1279,7 +1358,7 @@ slow_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
 	return err;
 }
 
-int rt_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
+static int tree_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
 		   uint64_t *count)
 {
 	struct pass p = { .kind = OP_PURGE, .start = start, .end = end };
@@ -1290,7 +1369,7 @@ int rt_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
 	return err;
 }
 
-int rt_unpurge(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
+static int tree_unpurge(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 	       uint64_t seq, uint64_t *count)
 {
 	struct pass p = { .kind = OP_UNPURGE, .start = start, .end = end,
@@ -1311,7 +1390,7 @@ static void to_range(const struct rt_node *n, struct rt_range *r)
 	r->state = (enum rt_state)n->state;
 }
 
-int rt_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
+static int tree_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
 	     rt_visit_fn fn, void *arg)
 {
 	uint64_t prev_end = 0;
@@ -1345,6 +1424,251 @@ int rt_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
 	return err;
 }
 
+static int tree_oldest(const struct rt_tree *t, struct rt_range *out)
+{
+	uint32_t i;
+	int err;
+
+	if (!hdr_ok(t))
+		return -EIO;
+	if (!t->hdr->root[ORD])
+		return 0;
+	err = extreme(t, ORD, t->hdr->root[ORD], LEFT, &i);
+	if (err)
+		return err;
+	if (t->nodes[i].state != RT_VOLATILE)
+		return -EIO;
+	to_range(&t->nodes[i], out);
+	return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The union of ranges and page words (page_words.h)                         */
+
+static void add_delta(struct rt_tree *t, const struct pw_delta *d)
+{
+	t->hdr->vol_pages += (uint64_t)d->vol;
+	t->hdr->purged_pages += (uint64_t)d->purged;
+}
+
+/* Does a range of the tree overlap [s, e)?  An empty tree: no descent. */
+static inline int tree_overlaps(const struct rt_tree *t, uint64_t s, uint64_t e)
+{
+	const struct rt_node *n;
+	uint32_t i;
+	int err;
+
+	if (!t->hdr->root[ADDR])
+		return 0;
+	err = first_touching(t, s + 1, &i);
+	if (err || !i)
+		return err;
+	n = node_at(t, i);
+	if (!n)
+		return -EIO;
+	return n->start < e;
+}
+
+/*
+ * Move the words of [s, e) into the tree, each run with its own state and
+ * age, before a tree operation covers them (a page is never in both).
+ * Each run moves whole: on failure the state is as before that run.
+ */
+static int absorb(struct rt_tree *t, uint64_t s, uint64_t e)
+{
+	struct pw_run run;
+	int r;
+
+	while ((r = pw_next_run(&t->pw, s, e, &run)) == 1) {
+		struct pw_delta d = { 0 };
+
+		/* Inserting a run, then purging it, splits at most twice. */
+		if (rt_free_nodes(t) < 2 * RT_SPARE + 2)
+			return -ENOMEM;
+		r = tree_mark_volatile(t, run.start, run.end, run.prio,
+				       run.seq, NULL);
+		if (!r && run.state == RT_PURGED)
+			r = tree_mark_purged(t, run.start, run.end, NULL);
+		if (!r)
+			r = pw_clear(&t->pw, run.start, run.end, &d);
+		if (r) {
+			tree_clear(t, run.start, run.end, NULL, NULL);
+			return r;
+		}
+		add_delta(t, &d);
+		s = run.end;
+	}
+	return r;
+}
+
+int rt_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
+		     int32_t prio, uint64_t seq, uint64_t *newly)
+{
+	struct pw_delta d = { 0 };
+	int r;
+
+	/* A small mark on pages no range covers: into their words. */
+	if (t->pw.n && start < end && end - start <= PW_MAX_MARK &&
+	    end <= t->pw.n) {
+		if (!hdr_sane(t))
+			r = -EIO;
+		else if ((r = tree_overlaps(t, start, end)) == 0) {
+			r = pw_mark(&t->pw, start, end, prio, seq, &d);
+			add_delta(t, &d);
+			if (newly)
+				*newly = r ? 0 : d.was_none;
+			return r;
+		}
+		if (r < 0)
+			goto fail;
+	}
+	if (pw_any(&t->pw) && (r = absorb(t, start, end)) < 0)
+		goto fail;
+	return tree_mark_volatile(t, start, end, prio, seq, newly);
+fail:
+	if (newly)
+		*newly = 0;
+	return r;
+}
+
+/* Pointwise operations: the tree first (it may refuse with -ENOMEM, and
+ * must then leave everything as it was), then the words, which cannot. */
+int rt_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
+	     uint64_t *purged)
+{
+	struct pw_delta d = { 0 };
+	uint64_t tv = 0, tp = 0;
+	int r = tree_clear(t, start, end, &tv, &tp);
+
+	if (!r && pw_any(&t->pw)) {
+		r = pw_clear(&t->pw, start, end, &d);
+		add_delta(t, &d);
+	}
+	if (vol)
+		*vol = r ? 0 : tv + d.was_vol;
+	if (purged)
+		*purged = r ? 0 : tp + d.was_purged;
+	return r;
+}
+
+int rt_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
+		   uint64_t *count)
+{
+	struct pw_delta d = { 0 };
+	uint64_t n = 0;
+	int r = tree_mark_purged(t, start, end, &n);
+
+	if (!r && t->pw.n && t->pw.h->nvol) {
+		r = pw_purge(&t->pw, start, end, &d);
+		add_delta(t, &d);
+	}
+	if (count)
+		*count = r ? 0 : n + d.was_vol;
+	return r;
+}
+
+int rt_unpurge(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
+	       uint64_t seq, uint64_t *count)
+{
+	struct pw_delta d = { 0 };
+	uint64_t n = 0;
+	int r = tree_unpurge(t, start, end, prio, seq, &n);
+
+	if (!r && t->pw.n && t->pw.h->npurged) {
+		r = pw_unpurge(&t->pw, start, end, prio, seq, &d);
+		add_delta(t, &d);
+	}
+	if (count)
+		*count = r ? 0 : n + d.was_purged;
+	return r;
+}
+
+struct merge {
+	const struct rt_tree *t;
+	uint64_t pos, end; /* words below pos are reported */
+	rt_visit_fn fn;
+	void *arg;
+};
+
+/* Report the word runs of [m->pos, upto). */
+static int words_until(struct merge *m, uint64_t upto)
+{
+	struct pw_run run;
+	int r;
+
+	while ((r = pw_next_run(&m->t->pw, m->pos, upto, &run)) == 1) {
+		struct rt_range rr = { .start = run.start, .end = run.end,
+				       .seq = run.seq, .prio = run.prio,
+				       .state = (enum rt_state)run.state };
+
+		m->pos = run.end;
+		r = m->fn(&rr, m->arg);
+		if (r)
+			return r;
+	}
+	return r;
+}
+
+static bool key_before(const struct rt_range *a, int32_t prio, uint64_t seq,
+		       uint64_t start)
+{
+	if (a->prio != prio)
+		return a->prio < prio;
+	if (a->seq != seq)
+		return a->seq < seq;
+	return a->start < start;
+}
+
+static int merge_one(const struct rt_range *r, void *arg)
+{
+	struct merge *m = arg;
+	int err = words_until(m, r->start);
+
+	if (err)
+		return err;
+	m->pos = r->end;
+	return m->fn(r, m->arg);
+}
+
+int rt_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
+	     rt_visit_fn fn, void *arg)
+{
+	struct merge m = { t, start, end, fn, arg };
+	int err;
+
+	if (!pw_any(&t->pw))
+		return tree_visit(t, start, end, fn, arg);
+	if (!hdr_ok(t))
+		return -EIO;
+	err = tree_visit(t, start, end, merge_one, &m);
+	return err ? err : words_until(&m, end);
+}
+
+int rt_oldest(struct rt_tree *t, struct rt_range *out)
+{
+	struct rt_range tr;
+	struct pw_run run;
+	int a = tree_oldest(t, &tr), b;
+
+	if (a < 0 || !t->pw.n)
+		goto tree_only;
+	b = pw_oldest(&t->pw, &run);
+	if (b < 0)
+		return b;
+	if (b == 0)
+		goto tree_only;
+	if (a == 1 && key_before(&tr, run.prio, run.seq, run.start))
+		goto tree_only;
+	*out = (struct rt_range){ .start = run.start, .end = run.end,
+				  .seq = run.seq, .prio = run.prio,
+				  .state = RT_VOLATILE };
+	return 1;
+tree_only:
+	if (a == 1)
+		*out = tr;
+	return a;
+}
+
 struct counts {
 	uint64_t vol, purged;
 };
@@ -1376,24 +1700,6 @@ int rt_count(const struct rt_tree *t, uint64_t start, uint64_t end,
 	return err;
 }
 
-int rt_oldest(const struct rt_tree *t, struct rt_range *out)
-{
-	uint32_t i;
-	int err;
-
-	if (!hdr_ok(t))
-		return -EIO;
-	if (!t->hdr->root[ORD])
-		return 0;
-	err = extreme(t, ORD, t->hdr->root[ORD], LEFT, &i);
-	if (err)
-		return err;
-	if (t->nodes[i].state != RT_VOLATILE)
-		return -EIO;
-	to_range(&t->nodes[i], out);
-	return 1;
-}
-
 /* The first range in purge order whose priority is at least prio:
  * 1 (*out its index), 0 if none, -EIO. */
 static int first_at_prio(const struct rt_tree *t, int64_t prio, uint32_t *out)
@@ -1421,7 +1727,8 @@ static int first_at_prio(const struct rt_tree *t, int64_t prio, uint32_t *out)
  * it was marked after max_seq, all of that priority were, so the search
  * skips to the next priority.  One descent per priority skipped.
  */
-int rt_oldest_before(const struct rt_tree *t, uint64_t max_seq, struct rt_range *out)
+static int tree_oldest_before(const struct rt_tree *t, uint64_t max_seq,
+			      struct rt_range *out)
 {
 	int64_t prio = INT32_MIN;
 	uint32_t i;
@@ -1442,6 +1749,30 @@ int rt_oldest_before(const struct rt_tree *t, uint64_t max_seq, struct rt_range 
 		prio = (int64_t)t->nodes[i].prio + 1;
 	}
 	return -EIO;
+}
+
+/* The same over ranges and page words: the older of the two answers. */
+int rt_oldest_before(struct rt_tree *t, uint64_t max_seq, struct rt_range *out)
+{
+	struct rt_range tr;
+	struct pw_run run;
+	int a = tree_oldest_before(t, max_seq, &tr), b;
+
+	if (a < 0 || !t->pw.n)
+		goto tree_only;
+	b = pw_oldest_before(&t->pw, max_seq, &run);
+	if (b < 0)
+		return b;
+	if (b == 0 || (a == 1 && key_before(&tr, run.prio, run.seq, run.start)))
+		goto tree_only;
+	*out = (struct rt_range){ .start = run.start, .end = run.end,
+				  .seq = run.seq, .prio = run.prio,
+				  .state = RT_VOLATILE };
+	return 1;
+tree_only:
+	if (a == 1)
+		*out = tr;
+	return a;
 }
 
 uint64_t rt_volatile_pages(const struct rt_tree *t)
@@ -1589,11 +1920,20 @@ static int chk_slots(const struct rt_tree *t, uint32_t nranges, uint32_t nvol)
 	return n == nfree ? 0 : -EIO;
 }
 
+static int words_outside(const struct rt_range *r, void *arg)
+{
+	struct pw_run run;
+	int err = pw_next_run(arg, r->start, r->end, &run);
+
+	return err ? -EIO : 0;
+}
+
 int rt_check(const struct rt_tree *t)
 {
 	const struct rt_hdr *h = t->hdr;
 	struct chk c;
 	uint32_t nranges, nvol;
+	uint64_t wvol = 0, wpurged = 0;
 	int err;
 
 	if (!hdr_ok(t) || h->cap < t->cap)
@@ -1603,9 +1943,23 @@ int rt_check(const struct rt_tree *t)
 		return err;
 	nranges = c.count;
 	nvol = c.nvol;
-	if (nranges != h->nranges || c.vol != h->vol_pages ||
-	    c.purged != h->purged_pages)
+	if (t->pw.n) {
+		err = pw_check(&t->pw);
+		if (err)
+			return err;
+		wvol = t->pw.h->nvol;
+		wpurged = t->pw.h->npurged;
+	}
+	if (nranges != h->nranges || c.vol + wvol != h->vol_pages ||
+	    c.purged + wpurged != h->purged_pages)
 		return -EIO;
+	/* A page is in a range or in its word, never both. */
+	if (pw_any(&t->pw)) {
+		err = tree_visit(t, 0, t->pw.n, words_outside,
+				 (void *)(uintptr_t)&t->pw);
+		if (err)
+			return -EIO;
+	}
 	err = chk_tree(&c, t, ORD);
 	if (err)
 		return err;

@@ -38,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "page_words.h"
+
 enum rt_state {
 	RT_VOLATILE = 1,
 	RT_PURGED = 2,
@@ -58,6 +60,8 @@ struct rt_tree {
 	struct rt_hdr *hdr;
 	struct rt_node *nodes; /* nodes[0] is the nil sentinel slot */
 	uint32_t cap;          /* usable node slots, trusted locally */
+	uint32_t ver;          /* the header version this arena must show */
+	struct pw pw;          /* page words (pw.n == 0: none) */
 };
 
 /* Bytes of arena needed for a tree with room for nranges ranges. */
@@ -67,8 +71,25 @@ size_t rt_arena_bytes(uint32_t nranges);
 int rt_format(struct rt_tree *t, void *arena, size_t arena_bytes);
 
 /*
- * Attach to an arena that rt_format formatted (possibly in another process).
- * Checks the header's magic and sizes against arena_bytes: 0 or -EIO.
+ * The same for the state of a file of npages pages whose size never
+ * changes: the arena also holds a word per page (page_words.h), small
+ * marks go there, and the arena cannot grow.  A page's state is in its
+ * word or in a range, never both; every operation below sees the union.
+ */
+size_t rt_arena_bytes_paged(uint32_t nranges, uint32_t npages);
+int rt_format_paged(struct rt_tree *t, void *arena, size_t arena_bytes,
+		    uint32_t npages); /* zero-filled too */
+/* Pages with words (0: none). */
+static inline uint32_t rt_pages(const struct rt_tree *t)
+{
+	return t->pw.n;
+}
+
+/*
+ * Attach to an arena that rt_format or rt_format_paged formatted (possibly
+ * in another process).  Checks the header's magic and sizes against
+ * arena_bytes: 0 or -EIO.  (A paged arena's page count is read from it:
+ * callers that know it compare rt_pages().)
  */
 int rt_attach(struct rt_tree *t, void *arena, size_t arena_bytes);
 
@@ -116,9 +137,11 @@ int rt_count(const struct rt_tree *t, uint64_t start, uint64_t end,
 /*
  * The RT_VOLATILE range first in purge order: lowest prio, then lowest seq,
  * then lowest start.  1 and *out filled, 0 if there is none, or -EIO.
- * O(log n).
+ * O(log n), plus, with page words, a sort of the volatile words when
+ * something was marked since the last call (it writes that order into
+ * the arena: hence not const).
  */
-int rt_oldest(const struct rt_tree *t, struct rt_range *out);
+int rt_oldest(struct rt_tree *t, struct rt_range *out);
 
 /*
  * The first RT_VOLATILE range in purge order among those marked no later
@@ -126,7 +149,7 @@ int rt_oldest(const struct rt_tree *t, struct rt_range *out);
  * 1 and *out filled, 0 if there is none, or -EIO.  O(log n) per priority
  * whose ranges were all marked later.
  */
-int rt_oldest_before(const struct rt_tree *t, uint64_t max_seq, struct rt_range *out);
+int rt_oldest_before(struct rt_tree *t, uint64_t max_seq, struct rt_range *out);
 
 /*
  * Call fn on each range overlapping [start, end), in address order, clipped

@@ -68,7 +68,8 @@ static int layout(uint64_t user_size, uint64_t *arena_bytes, uint64_t *meta_size
 
 	if (user_size == 0 || pages > UINT32_MAX - ARENA_SLACK)
 		return -EINVAL;
-	*arena_bytes = round_page(rt_arena_bytes((uint32_t)pages + ARENA_SLACK));
+	*arena_bytes = round_page(rt_arena_bytes_paged((uint32_t)pages + ARENA_SLACK,
+							(uint32_t)pages));
 	*meta_size = *arena_bytes + vr_page_size;
 	return 0;
 }
@@ -134,7 +135,7 @@ static int create_meta(uint64_t user_size)
 	if (r == 0)
 		r = map_meta(mfd, user_size, &s);
 	if (r == 0)
-		r = rt_format(&t, s.map, s.arena_bytes);
+		r = rt_format_paged(&t, s.map, s.arena_bytes, (uint32_t)s.user_pages);
 	if (r == 0) {
 		atomic_init(&s.hdr->lock.word, 0);
 		memcpy(s.hdr->magic, VSHARED_MAGIC, sizeof(s.hdr->magic));
@@ -381,7 +382,8 @@ int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
 		       s->hdr->user_size != x.user_size ||
 		       s->hdr->arena_bytes != s->arena_bytes ||
 		       !atomic_load_explicit(&s->hdr->ready, memory_order_acquire) ||
-		       rt_attach(tree, s->map, s->arena_bytes) < 0))
+		       rt_attach(tree, s->map, s->arena_bytes) < 0 ||
+		       rt_pages(tree) != s->user_pages))
 		r = -EIO;
 	if (r < 0) {
 		vshared_close(s);
@@ -416,7 +418,7 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 		return 0;
 	vr_debug("shared state torn by a dead process: reset to purged");
 	memset(s->map, 0, s->arena_bytes);
-	if (rt_format(tree, s->map, s->arena_bytes) < 0 ||
+	if (rt_format_paged(tree, s->map, s->arena_bytes, (uint32_t)s->user_pages) < 0 ||
 	    rt_mark_volatile(tree, 0, s->user_pages, 0, 0, NULL) < 0 ||
 	    rt_mark_purged(tree, 0, s->user_pages, NULL) < 0)
 		return -EIO;

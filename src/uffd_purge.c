@@ -789,6 +789,28 @@ void uffd_after_discard(struct vmap *m, size_t off, size_t len)
 		atomic_store(&m->armed, true);
 }
 
+bool uffd_span_ok(const struct vmap *m)
+{
+	return !refill_state(m) && sigbus_fd >= 0;
+}
+
+/* Without its markers a purged piece keeps the span's registration,
+ * which raises SIGBUS as they would (see uffd_after_discard). */
+void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
+{
+	if (!refill_state(m) && sigbus_fd >= 0 &&
+	    uffd_poison(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->armed, true);
+}
+
+void uffd_disarm(struct vmap *m, size_t off, size_t len)
+{
+	if (refill_state(m) || sigbus_fd < 0 || atomic_load(&m->armed))
+		return; /* a registration that must stay: unmarking drops it */
+	if (uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->armed, true);
+}
+
 int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
 {
 	struct uffd_region *u = refill_state(m);

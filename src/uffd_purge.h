@@ -32,6 +32,19 @@ int uffd_before_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 /* uffd_before_discard succeeded but the purge does not go ahead. */
 void uffd_cancel_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 void uffd_after_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+/*
+ * A purge of scattered pages arms a mapping once over the whole span of
+ * its batch (each arming splits the VMA and each disarming merges it back:
+ * per page that cost more than the punch).  uffd_span_ok: m may be armed
+ * that way (not a refill region, whose registrations are its own);
+ * uffd_poison_armed poisons one punched piece of an armed span,
+ * uffd_disarm ends the arming.  The caller checks that nothing of the span
+ * outside the punched pieces is a hole, which would raise SIGBUS while
+ * armed.
+ */
+bool uffd_span_ok(const struct vmap *m) VR_HIDDEN;
+void uffd_poison_armed(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+void uffd_disarm(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 /* 0, or -errno: the pages may still raise SIGBUS, keep them purged. */
 int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 

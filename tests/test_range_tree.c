@@ -221,7 +221,7 @@ static uint32_t str_runs(const char *m)
 }
 
 /* Everything observable about t must match the string m. */
-static void expect_tree(const struct rt_tree *t, const char *m,
+static void expect_tree(struct rt_tree *t, const char *m,
 			const char *what)
 {
 	size_t len = strlen(m);
@@ -953,9 +953,12 @@ static bool dcompare(const struct rt_tree *t, const struct dmodel *m,
 	return true;
 }
 
-static void differential(uint64_t seed, uint64_t steps)
+/* paged: the tree of a library file, small marks in page words; ranges
+ * are then not coalesced across the two, so only pages are compared. */
+static void differential(uint64_t seed, uint64_t steps, bool paged)
 {
-	size_t bytes = rt_arena_bytes(2 * DPAGES);
+	size_t bytes = paged ? rt_arena_bytes_paged(2 * DPAGES, DPAGES)
+			     : rt_arena_bytes(2 * DPAGES);
 	void *arena = arena_new(bytes);
 	struct dmodel *m = calloc(1, sizeof(*m));
 	struct rt_tree t;
@@ -971,7 +974,10 @@ static void differential(uint64_t seed, uint64_t steps)
 		m->q[i] = calloc(steps + 2, sizeof(uint32_t));
 	ck_assert(m->cnt && m->minpage && m->q[0] && m->q[1] && m->q[2] &&
 		  m->q[3]);
-	fresh_tree(&t, arena, bytes);
+	if (paged)
+		ck_assert_int_eq(rt_format_paged(&t, arena, bytes, DPAGES), 0);
+	else
+		fresh_tree(&t, arena, bytes);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	for (uint64_t step = 0; step < steps; step++) {
@@ -1030,7 +1036,7 @@ static void differential(uint64_t seed, uint64_t steps)
 		     "counters %" PRIu64 "/%" PRIu64 " model %" PRIu64
 		     "/%" PRIu64, rt_volatile_pages(&t), rt_purged_pages(&t),
 		     m->vol, m->purged);
-		DREQ(rt_nranges(&t) == m->runs, "%u ranges, model %u",
+		DREQ(paged || rt_nranges(&t) == m->runs, "%u ranges, model %u",
 		     rt_nranges(&t), m->runs);
 		mv = mp = 0;
 		for (uint32_t q = lo; q < hi; q++) {
@@ -1043,7 +1049,9 @@ static void differential(uint64_t seed, uint64_t steps)
 		ro = rt_oldest(&t, &r);
 		if (doldest(m, &mr)) {
 			DREQ(ro == 1 && r.state == RT_VOLATILE &&
-				     r.start == mr.start && r.end == mr.end &&
+				     r.start == mr.start &&
+				     (paged ? r.end > r.start && r.end <= mr.end
+					    : r.end == mr.end) &&
 				     r.prio == mr.prio && r.seq == mr.seq,
 			     "oldest %d [%" PRIu64 ",%" PRIu64 ") %d/%" PRIu64
 			     ", model [%" PRIu64 ",%" PRIu64 ") %d/%" PRIu64,
@@ -1074,9 +1082,9 @@ static void differential(uint64_t seed, uint64_t steps)
 			max_ranges = rt_nranges(&t);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	fprintf(stderr, "range_tree differential: seed %" PRIu64 ", %" PRIu64
+	fprintf(stderr, "range_tree differential%s: seed %" PRIu64 ", %" PRIu64
 		" steps, %.2f s, ranges: %" PRIu64 " on average, %u at most\n",
-		seed, steps,
+		paged ? " (page words)" : "", seed, steps,
 		(double)(t1.tv_sec - t0.tv_sec) +
 			(double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
 		sum_ranges / steps, max_ranges);
@@ -1090,7 +1098,224 @@ static void differential(uint64_t seed, uint64_t steps)
 
 START_TEST(test_differential)
 {
-	differential(seed_from_env(20240601), test_quick() ? 150000 : 1000000);
+	differential(seed_from_env(20240601), test_quick() ? 150000 : 1000000,
+		     false);
+}
+END_TEST
+
+START_TEST(test_differential_paged)
+{
+	differential(seed_from_env(20240602), test_quick() ? 100000 : 400000,
+		     true);
+}
+END_TEST
+
+/*
+ * Page words and ranges side by side: a small mark lands in words, a large
+ * one over them moves them into the tree (with their own ages, purged ones
+ * staying purged), and a purge that drains the file takes every page in
+ * purge order whichever of the two holds it.
+ */
+START_TEST(test_paged_drain)
+{
+	enum { NP = 600 };
+	size_t bytes = rt_arena_bytes_paged(NP + 16, NP);
+	void *arena = arena_new(bytes);
+	struct rt_tree t, u;
+	struct rt_range r;
+	uint64_t n, v, p, taken = 0, rng = 12345;
+	int32_t last_prio = INT32_MIN;
+	uint64_t last_seq = 0;
+
+	ck_assert_int_eq(rt_format_paged(&t, arena, bytes, NP), 0);
+	ck_assert_uint_eq(rt_pages(&t), NP);
+	ck_assert_int_eq(rt_grow(&t, arena, bytes), -EINVAL);
+	/* Single pages, every other one, each of its own age: no range. */
+	for (uint64_t i = 0; i < NP; i += 2) {
+		ck_assert_int_eq(rt_mark_volatile(&t, i, i + 1,
+						  (int32_t)rng_below(&rng, 3),
+						  1000 - i, &n), 0);
+		ck_assert_uint_eq(n, 1);
+	}
+	ck_assert_uint_eq(rt_nranges(&t), 0);
+	ck_assert_uint_eq(rt_volatile_pages(&t), NP / 2);
+	/* Purge a few, then a large mark over them: moved into the tree. */
+	ck_assert_int_eq(rt_mark_purged(&t, 10, 13, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(rt_mark_volatile(&t, 0, 100, 7, 5000, &n), 0);
+	ck_assert_uint_eq(n, 50);
+	ck_assert_int_eq(rt_count(&t, 0, 100, &v, &p), 0);
+	ck_assert_uint_eq(v, 98);
+	ck_assert_uint_eq(p, 2);
+	ck_assert_uint_gt(rt_nranges(&t), 0);
+	ck_assert_int_eq(rt_check(&t), 0);
+	/* A small mark inside a range goes to the tree, not to words. */
+	ck_assert_int_eq(rt_mark_volatile(&t, 50, 51, 0, 6000, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(rt_check(&t), 0);
+	/* Another handle on the same arena (another process) sees it all. */
+	ck_assert_int_eq(rt_attach(&u, arena, bytes), 0);
+	ck_assert_uint_eq(rt_pages(&u), NP);
+	ck_assert_int_eq(rt_check(&u), 0);
+	ck_assert_int_eq(rt_attach(&u, arena, bytes - 64), -EIO);
+	/* Drain: keys never go down, every volatile page is taken once. */
+	v = rt_volatile_pages(&t);
+	while (rt_oldest(&t, &r) == 1) {
+		ck_assert(r.prio > last_prio ||
+			  (r.prio == last_prio && r.seq >= last_seq));
+		last_prio = r.prio;
+		last_seq = r.seq;
+		ck_assert_int_eq(rt_mark_purged(&t, r.start, r.end, &n), 0);
+		ck_assert_uint_eq(n, r.end - r.start);
+		taken += n;
+		/* A mark meanwhile (of the lowest priority) comes next. */
+		if (taken == 40) {
+			ck_assert_int_eq(rt_mark_volatile(&t, 201, 202, -5, 1, &n), 0);
+			ck_assert_int_eq(rt_oldest(&t, &r), 1);
+			ck_assert_uint_eq(r.start, 201);
+			ck_assert_int_eq(r.prio, -5);
+			v++;
+			last_prio = INT32_MIN;
+		}
+	}
+	ck_assert_uint_eq(taken, v);
+	ck_assert_uint_eq(rt_volatile_pages(&t), 0);
+	ck_assert_int_eq(rt_check(&t), 0);
+	ck_assert_int_eq(rt_clear(&t, 0, UINT64_MAX >> 1, &v, &p), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_uint_eq(p, NP / 2 + 1 + 50);
+	ck_assert_uint_eq(rt_purged_pages(&t), 0);
+	ck_assert_int_eq(rt_check(&t), 0);
+	free(arena);
+}
+END_TEST
+
+/*
+ * More volatile words than one sort keeps (PW_ORDER_MAX): a drain takes
+ * them in exact purge order across rescans, while pages are unmarked and
+ * marked again meanwhile with ages older and younger than the rest.
+ */
+START_TEST(test_paged_drain_large)
+{
+	enum { NP = 12000 };
+	size_t bytes = rt_arena_bytes_paged(NP + 16, NP);
+	void *arena = arena_new(bytes);
+	int32_t *mp = calloc(NP, sizeof(*mp));
+	uint64_t *ms = calloc(NP, sizeof(*ms));
+	uint8_t *st = calloc(NP, 1);
+	uint64_t rng = 99, nvol = 0, steps = 0, n;
+	struct rt_tree t;
+	struct rt_range r;
+
+	ck_assert(mp && ms && st);
+	ck_assert_int_eq(rt_format_paged(&t, arena, bytes, NP), 0);
+	for (uint32_t i = 0; i < NP; i++) {
+		mp[i] = (int32_t)rng_below(&rng, 3);
+		ms[i] = 1000 + rng_below(&rng, 1000000);
+		st[i] = RT_VOLATILE;
+		ck_assert_int_eq(rt_mark_volatile(&t, i, i + 1, mp[i], ms[i], NULL), 0);
+		nvol++;
+	}
+	while (rt_oldest(&t, &r) == 1) {
+		uint32_t best = NP;
+
+		REQUIRE(steps < 10 * NP, "the drain does not end");
+		for (uint64_t q = r.start; q < r.end; q++)
+			REQUIRE(q < NP && st[q] == RT_VOLATILE && mp[q] == r.prio &&
+					ms[q] == r.seq,
+				"step %" PRIu64 ": page %" PRIu64 " is not that", steps, q);
+		if (steps % 53 == 0) { /* the model's oldest, by a scan */
+			for (uint32_t q = 0; q < NP; q++)
+				if (st[q] == RT_VOLATILE &&
+				    (best == NP || mp[q] < mp[best] ||
+				     (mp[q] == mp[best] && (ms[q] < ms[best] ||
+							    (ms[q] == ms[best] && q < best)))))
+					best = q;
+			REQUIRE(best == r.start, "step %" PRIu64 ": oldest %" PRIu64
+				", model %u", steps, r.start, best);
+		}
+		ck_assert_int_eq(rt_mark_purged(&t, r.start, r.end, &n), 0);
+		for (uint64_t q = r.start; q < r.end; q++)
+			st[q] = RT_PURGED;
+		nvol -= n;
+		if (steps % 7 == 0) { /* unmark and mark anew, any age */
+			uint32_t q = (uint32_t)rng_below(&rng, NP);
+
+			ck_assert_int_eq(rt_clear(&t, q, q + 1, NULL, NULL), 0);
+			nvol -= st[q] == RT_VOLATILE;
+			mp[q] = (int32_t)rng_below(&rng, 3);
+			ms[q] = steps % 14 ? 2000000 + steps : rng_below(&rng, 2000);
+			st[q] = RT_VOLATILE;
+			nvol++;
+			ck_assert_int_eq(rt_mark_volatile(&t, q, q + 1, mp[q], ms[q], NULL), 0);
+		}
+		steps++;
+	}
+	ck_assert_uint_eq(nvol, 0);
+	ck_assert_uint_eq(rt_volatile_pages(&t), 0);
+	ck_assert_int_eq(rt_check(&t), 0);
+	free(st);
+	free(ms);
+	free(mp);
+	free(arena);
+}
+END_TEST
+
+/*
+ * The oldest word marked no later than a pass's start (pw_oldest_before),
+ * against a scan, with more words than one sort keeps and with few.
+ */
+START_TEST(test_paged_oldest_before)
+{
+	enum { NP = 9000 };
+	size_t bytes = rt_arena_bytes_paged(NP + 16, NP);
+	void *arena = arena_new(bytes);
+	uint64_t rng = 4242;
+	struct rt_tree t;
+
+	ck_assert_int_eq(rt_format_paged(&t, arena, bytes, NP), 0);
+	for (int round = 0; round < 3; round++) {
+		uint32_t nmark = round == 0 ? 300 : NP;
+
+		ck_assert_int_eq(rt_clear(&t, 0, NP, NULL, NULL), 0);
+		for (uint32_t k = 0; k < nmark; k++) {
+			uint32_t q = (uint32_t)rng_below(&rng, NP);
+
+			ck_assert_int_eq(rt_mark_volatile(&t, q, q + 1,
+					 (int32_t)rng_below(&rng, 4),
+					 1 + rng_below(&rng, 100000), NULL), 0);
+		}
+		for (int probe = 0; probe < 200; probe++) {
+			uint64_t max_seq = rng_below(&rng, 110000);
+			struct pw_run run;
+			const struct pw_word *w = t.pw.w, *b = NULL;
+			uint32_t bi = 0;
+			int r;
+
+			for (uint32_t q = 0; q < NP; q++)
+				if (w[q].state == RT_VOLATILE && w[q].seq <= max_seq &&
+				    (!b || w[q].prio < b->prio ||
+				     (w[q].prio == b->prio && w[q].seq < b->seq))) {
+					b = &w[q];
+					bi = q;
+				}
+			r = pw_oldest_before(&t.pw, max_seq, &run);
+			if (!b) {
+				REQUIRE(r == 0, "round %d: found one before %" PRIu64,
+					round, max_seq);
+				continue;
+			}
+			REQUIRE(r == 1 && run.start == bi && run.prio == b->prio &&
+					run.seq == b->seq,
+				"round %d before %" PRIu64 ": %d page %" PRIu64
+				", scan page %u", round, max_seq, r, run.start, bi);
+			/* Purge it now and then: the order moves on. */
+			if (probe % 3 == 0)
+				ck_assert_int_eq(rt_mark_purged(&t, run.start, run.end, NULL), 0);
+		}
+	}
+	ck_assert_int_eq(rt_check(&t), 0);
+	free(arena);
 }
 END_TEST
 
@@ -1183,9 +1408,14 @@ static void scribble(char *arena, size_t bytes, uint64_t *rng)
 	}
 }
 
-START_TEST(test_corruption)
+/* Words for pages below PAGED_N (hammer's ranges reach past them: the
+ * tree holds those). */
+#define PAGED_N 256u
+
+static void corruption(bool paged)
 {
-	size_t bytes = bytes_for_cap(CAP);
+	size_t bytes = paged ? rt_arena_bytes_paged(CAP, PAGED_N)
+			     : bytes_for_cap(CAP);
 	char *buf = malloc(bytes + 2 * GUARD), *arena = buf + GUARD;
 	char *pristine = malloc(bytes);
 	uint64_t seed = seed_from_env(77), rng = seed;
@@ -1195,7 +1425,12 @@ START_TEST(test_corruption)
 
 	ck_assert(buf && pristine);
 	memset(buf, 0xa5, bytes + 2 * GUARD);
-	fresh_tree(&t, arena, bytes);
+	if (paged) {
+		memset(arena, 0, bytes);
+		ck_assert_int_eq(rt_format_paged(&t, arena, bytes, PAGED_N), 0);
+	} else {
+		fresh_tree(&t, arena, bytes);
+	}
 	for (int i = 0; i < 400; i++) {
 		uint64_t lo = rng_below(&rng, 300), hi = lo + 1 + rng_below(&rng, 20);
 
@@ -1214,7 +1449,9 @@ START_TEST(test_corruption)
 		}
 	}
 	ck_assert_int_eq(rt_check(&t), 0);
-	ck_assert_uint_gt(rt_nranges(&t), 30);
+	ck_assert_uint_gt(rt_nranges(&t), paged ? 10 : 30);
+	if (paged) /* the purge order is built too */
+		ck_assert_int_eq(rt_oldest(&t, &(struct rt_range){ 0 }), 1);
 	memcpy(pristine, arena, bytes);
 
 	for (uint64_t trial = 0; trial < trials; trial++) {
@@ -1246,12 +1483,27 @@ START_TEST(test_corruption)
 				"seed %" PRIu64 " trial %" PRIu64
 				": write outside the arena", seed, trial);
 	}
-	fprintf(stderr, "range_tree corruption: seed %" PRIu64 ", %" PRIu64
+	fprintf(stderr, "range_tree corruption%s: seed %" PRIu64 ", %" PRIu64
 		" trials, %" PRIu64 " caught by rt_check, %" PRIu64
-		" harmless\n", seed, trials, caught, valid);
-	ck_assert_uint_gt(caught, trials / 4);
+		" harmless\n", paged ? " (page words)" : "", seed, trials,
+		caught, valid);
+	/* With words, a good part of the arena is the purge order: scratch
+	 * that rt_check cannot judge (and a purge only trusts as far as
+	 * the words confirm it). */
+	ck_assert_uint_gt(caught, trials / (paged ? 8 : 4));
 	free(pristine);
 	free(buf);
+}
+
+START_TEST(test_corruption)
+{
+	corruption(false);
+}
+END_TEST
+
+START_TEST(test_corruption_paged)
+{
+	corruption(true);
 }
 END_TEST
 
@@ -1275,10 +1527,15 @@ Suite *test_suite(void)
 
 	tc = tcase_create("differential");
 	tcase_add_test(tc, test_differential);
+	tcase_add_test(tc, test_differential_paged);
+	tcase_add_test(tc, test_paged_drain);
+	tcase_add_test(tc, test_paged_drain_large);
+	tcase_add_test(tc, test_paged_oldest_before);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("corruption");
 	tcase_add_test(tc, test_corruption);
+	tcase_add_test(tc, test_corruption_paged);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -285,6 +285,64 @@ START_TEST(volatile_not_purged_reads_data)
 }
 END_TEST
 
+/*
+ * Scattered single pages purged in one batch (one arming of the mapping
+ * over the whole span when the pages between are in the file, one per
+ * page when some are holes): every purged page raises SIGBUS, every other
+ * page keeps its bytes or reads zeros, and nothing stays armed (the
+ * mapping's VMAs merge back).  Pages by i % 4: 0 and 2 volatile singles
+ * (each its own mark), 1 written non-volatile, 3 written or, with holes,
+ * never touched.
+ */
+static void scattered_purge(bool holes)
+{
+	enum { N = 64 };
+	vrange_region *r = sigbus_region(N);
+	int vmas;
+	char *b, v;
+
+	if (!r)
+		return;
+	catch_bus();
+	b = vrange_region_base(r);
+	for (size_t i = 0; i < N; i++)
+		if (i % 4 != 3 || !holes)
+			memset(b + i * ps, 'a' + (int)(i % 4), ps);
+	for (size_t i = 0; i < N; i += 2)
+		ck_assert_int_eq(vrange_mark_volatile(r, i * ps, ps), 0);
+	vmas = count_vmas();
+	ck_assert_int_eq(vrange_region_purge(r), (ssize_t)(N / 2 * ps));
+	ck_assert_int_eq(count_vmas(), vmas);
+	for (size_t i = 0; i < N; i++) {
+		int bus = try_read(b + i * ps + 7, &v);
+
+		if (i % 2 == 0) {
+			ck_assert_msg(bus && in_page(bus_addr, b + i * ps),
+				      "purged page %zu did not raise SIGBUS", i);
+			continue;
+		}
+		ck_assert_msg(!bus, "page %zu raised SIGBUS", i);
+		ck_assert_int_eq(v, i % 4 == 3 && holes ? 0 : 'a' + (int)(i % 4));
+	}
+	for (size_t i = 0; i < N; i += 2)
+		ck_assert_int_eq(vrange_mark_nonvolatile(r, i * ps, ps), VRANGE_PURGED);
+	ck_assert_int_eq(try_read(b + 2 * ps, &v), 0);
+	ck_assert_int_eq(v, 0);
+	vrange_region_destroy(r);
+}
+
+START_TEST(scattered_purge_one_arming)
+{
+	scattered_purge(false);
+}
+END_TEST
+
+START_TEST(scattered_purge_holes_between)
+{
+	scattered_purge(true);
+}
+END_TEST
+
 START_TEST(nonvolatile_gives_fresh_zero_page)
 {
 	vrange_region *r = sigbus_region(8);
@@ -953,6 +1011,8 @@ Suite *test_suite(void)
 	tcase_add_test(tc, adopt_after_purge_raises_sigbus);
 	tcase_add_test(tc, volatile_not_purged_reads_data);
 	tcase_add_test(tc, nonvolatile_gives_fresh_zero_page);
+	tcase_add_test(tc, scattered_purge_one_arming);
+	tcase_add_test(tc, scattered_purge_holes_between);
 	tcase_add_test(tc, recovery_pattern);
 	suite_add_tcase(s, tc);
 

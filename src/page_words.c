@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * page_words.c - a state word per page and the purge order over them
+ * (see page_words.h).
+ */
+#include "page_words.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "range_tree.h"
+
+#define PW_MAGIC 0x31647770u /* "pwd1" */
+
+static struct pw_hdr *hdr_of(void *area, uint32_t npages)
+{
+	return (struct pw_hdr *)((char *)area + 32 * (size_t)npages);
+}
+
+void pw_format(struct pw *p, void *area, uint32_t npages)
+{
+	p->w = area;
+	p->e = (struct pw_ent *)((char *)area + 16 * (size_t)npages);
+	p->h = hdr_of(area, npages);
+	p->n = npages;
+	/* The words of a zero-filled area are already "no state": a large
+	 * region's metadata costs no page until its pages are marked. */
+	memset(p->h, 0, sizeof(*p->h));
+	p->h->magic = PW_MAGIC;
+	p->h->npages = npages;
+}
+
+int pw_attach(struct pw *p, void *area, uint32_t npages)
+{
+	struct pw_hdr *h = hdr_of(area, npages);
+
+	if (h->magic != PW_MAGIC || h->npages != npages)
+		return -EIO;
+	p->w = area;
+	p->e = (struct pw_ent *)((char *)area + 16 * (size_t)npages);
+	p->h = h;
+	p->n = npages;
+	return 0;
+}
+
+uint32_t pw_peek_npages(const void *area_end_hdr)
+{
+	const struct pw_hdr *h = area_end_hdr;
+
+	return h->magic == PW_MAGIC ? h->npages : 0;
+}
+
+static inline uint64_t clip(const struct pw *p, uint64_t e)
+{
+	return e < p->n ? e : p->n;
+}
+
+static inline void count_was(struct pw_delta *d, uint32_t st)
+{
+	if (st == RT_VOLATILE)
+		d->was_vol++;
+	else if (st == RT_PURGED)
+		d->was_purged++;
+	else
+		d->was_none++;
+}
+
+static inline bool bad_state(uint32_t st)
+{
+	return st > RT_PURGED;
+}
+
+/* Record that page i turned volatile with (prio, seq): an entry appended
+ * to the order if there is one and room behind it, else the order is
+ * marked stale.  Before the word changes: a holder that dies between the
+ * two leaves at worst an entry the word does not confirm. */
+static inline void log_mark(struct pw *p, uint64_t i, int32_t prio,
+			    uint64_t seq)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t at = h->ord_len + h->ord_nlog;
+
+	if (!h->ord_built || h->ord_stale)
+		return;
+	if (h->ord_len <= p->n && at < p->n) {
+		p->e[at] = (struct pw_ent){ .seq = seq, .prio = prio,
+					    .page = (uint32_t)i };
+		h->ord_nlog++;
+	} else {
+		h->ord_stale = 1;
+	}
+}
+
+/* The counters of the header follow every word change at once, so a holder
+ * that dies mid-operation leaves counts that do not add up (pw_check). */
+int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
+	    struct pw_delta *d)
+{
+	struct pw_hdr *h = p->h;
+
+	if (e > p->n)
+		return -EIO;
+	for (uint64_t i = s; i < e; i++) {
+		struct pw_word *w = &p->w[i];
+		uint32_t st = w->state;
+
+		if (bad_state(st))
+			return -EIO;
+		count_was(d, st);
+		if (st == RT_PURGED)
+			continue;
+		if (!st) {
+			h->nvol++;
+			d->vol++;
+		}
+		log_mark(p, i, prio, seq);
+		*w = (struct pw_word){ .seq = seq, .prio = prio,
+				       .state = RT_VOLATILE };
+	}
+	return 0;
+}
+
+int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
+{
+	struct pw_hdr *h = p->h;
+
+	e = clip(p, e);
+	for (uint64_t i = s; i < e; i++) {
+		struct pw_word *w = &p->w[i];
+		uint32_t st = w->state;
+
+		if (!st)
+			continue;
+		if (bad_state(st))
+			return -EIO;
+		count_was(d, st);
+		if (st == RT_VOLATILE) {
+			h->nvol--;
+			d->vol--;
+		} else {
+			h->npurged--;
+			d->purged--;
+		}
+		*w = (struct pw_word){ 0 };
+	}
+	return 0;
+}
+
+int pw_purge(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
+{
+	struct pw_hdr *h = p->h;
+
+	e = clip(p, e);
+	for (uint64_t i = s; i < e; i++) {
+		struct pw_word *w = &p->w[i];
+
+		if (bad_state(w->state))
+			return -EIO;
+		count_was(d, w->state);
+		if (w->state != RT_VOLATILE)
+			continue;
+		h->nvol--;
+		h->npurged++;
+		d->vol--;
+		d->purged++;
+		*w = (struct pw_word){ .state = RT_PURGED };
+	}
+	return 0;
+}
+
+int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
+	       uint64_t seq, struct pw_delta *d)
+{
+	struct pw_hdr *h = p->h;
+
+	e = clip(p, e);
+	for (uint64_t i = s; i < e; i++) {
+		struct pw_word *w = &p->w[i];
+
+		if (bad_state(w->state))
+			return -EIO;
+		count_was(d, w->state);
+		if (w->state != RT_PURGED)
+			continue;
+		h->npurged--;
+		h->nvol++;
+		d->purged--;
+		d->vol++;
+		log_mark(p, i, prio, seq);
+		*w = (struct pw_word){ .seq = seq, .prio = prio,
+				       .state = RT_VOLATILE };
+	}
+	return 0;
+}
+
+static inline bool same_word(const struct pw_word *a, const struct pw_word *b)
+{
+	if (a->state != b->state)
+		return false;
+	return a->state != RT_VOLATILE ||
+	       (a->prio == b->prio && a->seq == b->seq);
+}
+
+int pw_next_run(const struct pw *p, uint64_t s, uint64_t e, struct pw_run *out)
+{
+	uint64_t i, j;
+	struct pw_word w;
+
+	e = clip(p, e);
+	for (i = s; i < e && !p->w[i].state; i++)
+		;
+	if (i >= e)
+		return 0;
+	w = p->w[i];
+	if (bad_state(w.state))
+		return -EIO;
+	for (j = i + 1; j < e && same_word(&p->w[j], &w); j++)
+		;
+	*out = (struct pw_run){ .start = i, .end = j, .state = w.state };
+	if (w.state == RT_VOLATILE) {
+		out->seq = w.seq;
+		out->prio = w.prio;
+	}
+	return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The purge order                                                           */
+
+static inline bool ent_less(const struct pw_ent *a, const struct pw_ent *b)
+{
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	if (a->seq != b->seq)
+		return a->seq < b->seq;
+	return a->page < b->page;
+}
+
+/* Heap sort of the entries: in place, no allocation, O(n log n) whatever
+ * the input (another process could scribble on it meanwhile: indices stay
+ * below n however the keys compare). */
+static void sift(struct pw_ent *v, uint32_t root, uint32_t n)
+{
+	for (;;) {
+		uint32_t c = 2 * root + 1;
+		struct pw_ent t;
+
+		if (c >= n)
+			return;
+		if (c + 1 < n && ent_less(&v[c], &v[c + 1]))
+			c++;
+		if (!ent_less(&v[root], &v[c]))
+			return;
+		t = v[root];
+		v[root] = v[c];
+		v[c] = t;
+		root = c;
+	}
+}
+
+/* v[0..c] is a heap but for v[c]: lift it. */
+static void sift_up(struct pw_ent *v, uint32_t c)
+{
+	while (c > 0) {
+		uint32_t up = (c - 1) / 2;
+		struct pw_ent t;
+
+		if (!ent_less(&v[up], &v[c]))
+			return;
+		t = v[up];
+		v[up] = v[c];
+		v[c] = t;
+		c = up;
+	}
+}
+
+/* Sort the heap v[0..n) ascending. */
+static void sort_heap(struct pw_ent *v, uint32_t n)
+{
+	for (uint32_t end = n; end > 1; end--) {
+		struct pw_ent t = v[0];
+
+		v[0] = v[end - 1];
+		v[end - 1] = t;
+		sift(v, 0, end - 1);
+	}
+}
+
+static void sort_entries(struct pw_ent *v, uint32_t n)
+{
+	for (uint32_t i = n / 2; i-- > 0;)
+		sift(v, i, n);
+	sort_heap(v, n);
+}
+
+/* The PW_ORDER_MAX oldest volatile words, sorted: a max-heap of the
+ * oldest seen so far while the words stream past, then sorted in place. */
+static void build_order(struct pw *p)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t cap = p->n < PW_ORDER_MAX ? p->n : PW_ORDER_MAX, n = 0;
+	bool all = true;
+
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct pw_word *w = &p->w[i];
+		struct pw_ent x;
+
+		if (w->state != RT_VOLATILE)
+			continue;
+		x = (struct pw_ent){ .seq = w->seq, .prio = w->prio, .page = i };
+		if (n < cap) {
+			p->e[n] = x;
+			sift_up(p->e, n++);
+		} else {
+			all = false;
+			if (ent_less(&x, &p->e[0])) {
+				p->e[0] = x;
+				sift(p->e, 0, n);
+			}
+		}
+	}
+	sort_heap(p->e, n);
+	h->ord_all = all;
+	h->ord_len = n;
+	h->ord_pos = 0;
+	h->ord_nlog = 0;
+	h->ord_stale = 0;
+	h->ord_built = 1;
+}
+
+/*
+ * Take the entries marks appended into the order: sorted, they become its
+ * tail when none sorts before the last old entry (the old order is
+ * sorted: its last entry is its largest, used up or not).  When every old
+ * entry is used up they move to the front, so a steady stream of marks
+ * and purges never fills the area.  false: sort everything instead.
+ */
+static bool take_log(struct pw *p)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t len = h->ord_len, pos = h->ord_pos, k = h->ord_nlog;
+
+	if (len > p->n || pos > len || k > p->n - len)
+		return false;
+	sort_entries(p->e + len, k);
+	if (!h->ord_all) {
+		/* The order holds the oldest words only: the entries behind
+		 * its last one are found by the next scan, ones before it
+		 * need one now. */
+		if (!len || ent_less(&p->e[len], &p->e[len - 1]))
+			return false;
+		h->ord_nlog = 0;
+		return true;
+	}
+	if (pos < len && ent_less(&p->e[len], &p->e[len - 1]))
+		return false;
+	if (pos == len) {
+		memmove(p->e, p->e + len, (size_t)k * sizeof(*p->e));
+		len = 0;
+		h->ord_pos = 0;
+	}
+	h->ord_len = len + k;
+	h->ord_nlog = 0;
+	return true;
+}
+
+/* Does entry x still describe its page's word? */
+static inline bool ent_live(const struct pw *p, const struct pw_ent *x)
+{
+	const struct pw_word *w;
+
+	if (x->page >= p->n)
+		return false;
+	w = &p->w[x->page];
+	return w->state == RT_VOLATILE && w->prio == x->prio && w->seq == x->seq;
+}
+
+/* The first live entry from ord_pos on (advancing ord_pos past dead ones:
+ * an entry that stopped matching only matches again after a mark, and a
+ * mark records an entry of its own).  1 and *pos, or 0. */
+static int first_live(struct pw *p, uint32_t *pos)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t len = h->ord_len, i = h->ord_pos;
+
+	if (len > p->n || i > len)
+		return 0;
+	while (i < len && !ent_live(p, &p->e[i]))
+		i++;
+	h->ord_pos = i;
+	*pos = i;
+	return i < len;
+}
+
+static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out);
+
+int pw_oldest(struct pw *p, struct pw_run *out)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t pos;
+
+	if (!p->n || !h->nvol)
+		return 0;
+	if (!h->ord_built || h->ord_stale || (h->ord_nlog && !take_log(p)) ||
+	    !first_live(p, &pos)) {
+		/* None yet, marks it could not follow, or used up (the
+		 * oldest ones only were kept) while words are volatile:
+		 * build afresh. */
+		build_order(p);
+		if (!first_live(p, &pos))
+			return -EIO;
+	}
+	run_at(p, pos, out);
+	return 1;
+}
+
+/* The run that starts with the live entry at pos: neighbouring pages of
+ * the same age, which purge as one hole. */
+static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out)
+{
+	const struct pw_ent *x = &p->e[pos];
+	uint32_t len = p->h->ord_len, k;
+
+	for (k = 1; pos + k < len && pos + k < p->n; k++) {
+		const struct pw_ent *y = &p->e[pos + k];
+
+		if (y->prio != x->prio || y->seq != x->seq ||
+		    y->page != x->page + k || !ent_live(p, y))
+			break;
+	}
+	*out = (struct pw_run){ .start = x->page, .end = (uint64_t)x->page + k,
+				.seq = x->seq, .prio = x->prio,
+				.state = RT_VOLATILE };
+}
+
+/* The oldest volatile word marked no later than max_seq, by a scan (an
+ * order of the oldest words only may hold none such while others do). */
+static int scan_before(const struct pw *p, uint64_t max_seq, struct pw_run *out)
+{
+	const struct pw_word *b = NULL;
+	uint32_t bi = 0, j;
+
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct pw_word *w = &p->w[i];
+
+		if (w->state != RT_VOLATILE || w->seq > max_seq)
+			continue;
+		if (!b || w->prio < b->prio || (w->prio == b->prio && w->seq < b->seq)) {
+			b = w;
+			bi = i;
+		}
+	}
+	if (!b)
+		return 0;
+	for (j = bi + 1; j < p->n && same_word(&p->w[j], b); j++)
+		;
+	*out = (struct pw_run){ .start = bi, .end = j, .seq = b->seq,
+				.prio = b->prio, .state = RT_VOLATILE };
+	return 1;
+}
+
+int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
+{
+	struct pw_hdr *h = p->h;
+	uint32_t i, len;
+	int r = pw_oldest(p, out);
+
+	if (r <= 0 || out->seq <= max_seq)
+		return r;
+	/* Within a priority the order ascends by seq: once one entry is past
+	 * max_seq, the rest of its priority is too. */
+	len = h->ord_len;
+	i = h->ord_pos;
+	if (len > p->n || i > len)
+		return -EIO;
+	while (i < len) {
+		const struct pw_ent *x = &p->e[i];
+
+		if (x->seq > max_seq) {
+			int32_t prio = x->prio;
+
+			while (i < len && p->e[i].prio == prio)
+				i++;
+			continue;
+		}
+		if (ent_live(p, x)) {
+			run_at(p, i, out);
+			return 1;
+		}
+		i++;
+	}
+	return h->ord_all ? 0 : scan_before(p, max_seq, out);
+}
+
+int pw_check(const struct pw *p)
+{
+	uint64_t cnt[3] = { 0, 0, 0 };
+
+	if (p->h->magic != PW_MAGIC || p->h->npages != p->n)
+		return -EIO;
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct pw_word *w = &p->w[i];
+
+		if (bad_state(w->state))
+			return -EIO;
+		if (w->state != RT_VOLATILE && (w->seq || w->prio))
+			return -EIO;
+		cnt[w->state]++;
+	}
+	return cnt[RT_VOLATILE] == p->h->nvol &&
+	       cnt[RT_PURGED] == p->h->npurged ? 0 : -EIO;
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * page_words.h - a state word per page, beside the range tree (internal).
+ *
+ * A page cache marks and unmarks single pages, thousands of them volatile
+ * side by side, each of its own age.  In the range tree every such pair is
+ * two descents through thousands of nodes, cache misses all the way.  A
+ * file whose size is fixed (a library file) therefore also keeps one word
+ * per page: a small mark goes into the words of its pages, and the pair
+ * costs the same O(1) whatever the neighbours.
+ *
+ * A page's state lives in exactly one place: its word, or a tree range
+ * (never both; range_tree.c keeps that, moving words into the tree before a
+ * large mark covers them).  A word is {seq, prio, state}: state 0 means
+ * "not here", RT_VOLATILE and RT_PURGED as in the tree.
+ *
+ * The purge order (lowest prio, then lowest seq) is the purge side's
+ * business.  Whoever asks for the oldest word first sorts the volatile
+ * words into an order area beside them and walks it, skipping entries whose
+ * word no longer matches (unmarked, purged).  Once that order exists, a
+ * mark only appends its entry behind it (one store); the next asker sorts
+ * just those and, as their keys normally come after every older one (the
+ * mark clock grows), takes them as the order's tail.  Only when they do
+ * not (another priority, a clock a little behind) or the area is full is
+ * everything sorted again.  A sort keeps only the PW_ORDER_MAX oldest
+ * (a heap that fits in the cache while every word streams past once):
+ * when those are used up, the next scan picks the next ones.  Purging is
+ * rare, marking is hot.
+ *
+ * Position independence: everything lives in an area at the end of the
+ * tree's arena, addressed by page number; nothing here is a pointer.
+ * Layout (area_bytes = PW_HDR_BYTES + 32 * npages):
+ *   [words: npages x 16][order: npages x 16][header: 64]
+ *
+ * Untrusted content: page numbers read from the area are checked against
+ * the locally trusted npages, loops are bounded by it, unknown states are
+ * -EIO.  Locking is the caller's (the tree's lock).
+ */
+#ifndef VRANGE_PAGE_WORDS_H
+#define VRANGE_PAGE_WORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PW_HDR_BYTES 64u
+/* Marks of at most this many pages go to the words (larger ones to the
+ * tree, where a range costs one node whatever its length). */
+#define PW_MAX_MARK 16u
+/* Entries one sort keeps (64 KiB of them). */
+#define PW_ORDER_MAX 4096u
+
+struct pw_word {
+	uint64_t seq;
+	int32_t prio;
+	uint32_t state; /* 0, RT_VOLATILE or RT_PURGED */
+};
+
+struct pw_ent { /* one entry of the purge order */
+	uint64_t seq;
+	int32_t prio;
+	uint32_t page;
+};
+
+struct pw_hdr {
+	uint32_t magic;
+	uint32_t npages;
+	uint64_t nvol, npurged; /* words in each state */
+	uint32_t ord_len;       /* sorted entries */
+	uint32_t ord_pos;       /* entries before it are used up */
+	uint32_t ord_nlog;      /* unsorted entries appended after ord_len */
+	uint32_t ord_built;     /* 1: the entries above mean something */
+	uint32_t ord_stale;     /* 1: a word turned volatile unrecorded */
+	uint32_t ord_all;       /* 1: every volatile word had an entry; 0:
+				 * only the oldest PW_ORDER_MAX did */
+	uint32_t pad[4];
+};
+
+/* This process's view; npages is trusted locally, never re-read. */
+struct pw {
+	struct pw_hdr *h;
+	struct pw_word *w;
+	struct pw_ent *e;
+	uint32_t n; /* 0: no words (a tree that can grow) */
+};
+
+/* One run of pages with equal words, as the tree reports ranges. */
+struct pw_run {
+	uint64_t start, end, seq;
+	int32_t prio;
+	uint32_t state;
+};
+
+/* Bytes of the area for npages pages (a multiple of 64). */
+static inline size_t pw_area_bytes(uint32_t npages)
+{
+	return PW_HDR_BYTES + 32 * (size_t)npages;
+}
+
+/* Format the zero-filled area that starts at area. */
+void pw_format(struct pw *p, void *area, uint32_t npages);
+/* Attach to a formatted area: 0, or -EIO if its header disagrees. */
+int pw_attach(struct pw *p, void *area, uint32_t npages);
+/* npages as the header of an area of area_bytes at its end claims it
+ * (0 if no sane header is there): for readers that know only the size. */
+uint32_t pw_peek_npages(const void *area_end_hdr);
+
+/* Any word holding state? */
+static inline bool pw_any(const struct pw *p)
+{
+	return p->n && (p->h->nvol | p->h->npurged);
+}
+
+/*
+ * The operations, on pages [s, e) clipped to the words (e > npages is
+ * clipped, except for pw_mark, which the caller keeps inside).  Each adds
+ * to *a the pages it changed from non-volatile / volatile / purged as
+ * range_tree.c needs for its totals.  0 or -EIO (a word holds garbage:
+ * what came before it is done).
+ */
+struct pw_delta {
+	int64_t vol, purged; /* change of the totals */
+	uint64_t was_none, was_vol, was_purged; /* pages before, by state */
+};
+int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
+	    struct pw_delta *d);
+int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d);
+int pw_purge(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d);
+int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
+	       uint64_t seq, struct pw_delta *d);
+
+/* The first run of equal non-zero words in [s, e): 1, 0 if none, -EIO. */
+int pw_next_run(const struct pw *p, uint64_t s, uint64_t e, struct pw_run *out);
+
+/* The oldest volatile run (pages in order of the purge key, consecutive,
+ * of one age): 1, 0 if none, -EIO.  May rebuild the order (O(n log n)). */
+int pw_oldest(struct pw *p, struct pw_run *out);
+
+/* The same among the words marked no later than max_seq (a purge pass
+ * takes what was volatile when it began): 1, 0 if none, -EIO.  Walks the
+ * order, skipping a priority at its first entry past max_seq; a scan of
+ * the words when the order holds only the oldest and none of them. */
+int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out);
+
+/* Counters and states check out: 0 or -EIO.  O(npages). */
+int pw_check(const struct pw *p);
+
+#endif
