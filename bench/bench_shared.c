@@ -4,9 +4,10 @@
  *
  * The mark+unmark pair (4 KiB) on a region the library created (state in
  * the shared metadata file, guarded by the process-shared lock) against the
- * same pair on an adopted memfd the application made itself (process-local
- * state: the path every file took before shared state existed), in the
- * same run.  Target: shared within 2x of local.  Also the pair with a
+ * same pair on an adopted memfd the application made itself (which had
+ * process-local state before foreign files got shared metadata too; now
+ * the foreign layout, whose lock path also checks for a grown arena), in
+ * the same run.  Target: shared within 2x of local.  Also the pair with a
  * second process marking other pages of the same shared file at the same
  * time (the lock is then contended across processes).
  *
@@ -124,7 +125,7 @@ int main(void)
 	waitpid(pid, NULL, 0);
 
 	printf("mark+unmark pair, 4 KiB, best of %d x %ld:\n", ROUNDS, iters);
-	printf("  foreign memfd (process-local state, the pre-change path): %8.1f ns\n",
+	printf("  foreign memfd (shared metadata of a foreign file):        %8.1f ns\n",
 	       t_local);
 	printf("  library region (shared state, process-shared lock):       %8.1f ns\n",
 	       t_shared);

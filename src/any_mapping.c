@@ -639,7 +639,7 @@ static int validate(uintptr_t a, uintptr_t b)
 			if (!known_get(a, &k))
 				return -ENOENT;
 		}
-		if (k.file && k.file->shared &&
+		if (k.file && vfile_is_library(k.file) &&
 		    k.pgoff + ((b < k.end ? b : k.end) - k.start) / vr_page_size >
 			    k.file->sh.user_pages)
 			return -EINVAL; /* reaches into a library file's metadata */

@@ -45,8 +45,11 @@ static int arena_grow(struct vfile *f)
 	size_t bytes;
 	void *p;
 
-	/* A shared arena is sized for one range per page: it never fills. */
-	if (f->shared || want > UINT32_MAX - 1)
+	/* A library file's shared arena is sized for one range per page: it
+	 * never fills.  A foreign file's grows in its metadata file. */
+	if (f->shared)
+		return f->sh.foreign ? vshared_grow(&f->sh, &f->tree) : -ENOMEM;
+	if (want > UINT32_MAX - 1)
 		return -ENOMEM;
 	bytes = rt_arena_bytes((uint32_t)want);
 	/* mremap and ftruncate are plain system calls: safe in a signal
@@ -79,8 +82,8 @@ int vfile_reserve(struct vfile *f, uint32_t n)
 
 static int keep_spare(struct vfile *f)
 {
-	/* A shared arena has a slot per page: it cannot run short. */
-	return f->shared ? 0 : vfile_reserve(f, SPARE_NODES);
+	/* A library file's arena has a slot per page: it cannot run short. */
+	return f->shared && !f->sh.foreign ? 0 : vfile_reserve(f, SPARE_NODES);
 }
 
 /*
@@ -180,6 +183,17 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 		goto fail;
 	f->fd = r;
 	r = vshared_open(f->fd, &f->sh, &f->tree);
+	if (r == 0) {
+		/* A foreign file: its state belongs to the file too (contract
+		 * 1), so it gets shared metadata where the file takes the
+		 * attribute that names it; else process-local state. */
+		const char *why;
+
+		r = vshared_open_foreign(f->fd, &f->sh, &f->tree, &why);
+		if (r == 0)
+			vr_debug("file %lu keeps process-local state: %s",
+				 (unsigned long)f->ino, why);
+	}
 	if (r == 0)
 		r = arena_create(f);
 	else if (r == 1)
@@ -573,8 +587,14 @@ void vfile_sweep_orphans(void)
  */
 int vfile_lock(struct vfile *f)
 {
-	if (f->shared)
-		return vshared_lock(&f->sh, &f->tree);
+	if (f->shared) {
+		int r = vshared_lock(&f->sh, &f->tree);
+
+		/* Another process may have grown a foreign file's arena. */
+		if (r == 0 && (r = vshared_follow_check(&f->sh, &f->tree)) < 0)
+			vshared_unlock(&f->sh);
+		return r;
+	}
 	return shared_lock_acquire(&f->tree_lock, LOCAL_LOCK_TIMEOUT_MS) < 0 ? -EIO : 0;
 }
 
@@ -608,6 +628,8 @@ int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 
 	if (r < 0)
 		return r;
+	if (f->shared)
+		vshared_note_end(&f->sh, end);
 	for (;;) {
 		r = rt_mark_volatile(&f->tree, start, end, prio, vr_next_seq(), NULL);
 		if (r != -ENOMEM)
@@ -1111,8 +1133,9 @@ ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 		cap++;
 	v = malloc((cap ? cap : 1) * sizeof(*v));
 	for (struct vfile *f = registry; v && f; f = f->next) {
-		/* A dormant file has no descriptor to punch with. */
-		if ((skip_shared && f->shared) || f->dormant ||
+		/* A dormant file has no descriptor to punch with; a fork
+		 * child's inherited copy of process-local state may be stale. */
+		if ((skip_shared && f->shared) || f->dormant || f->inherited ||
 		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;
@@ -1211,9 +1234,10 @@ void vfile_publish(struct vfile *f)
 		.user_fd = f->fd, .state_fd = f->shared ? f->sh.meta_fd : f->arena_fd,
 	};
 
-	e.flags = (f->shared ? PUB_SHARED : 0) | (f->anon ? PUB_ANON : 0) |
-		  (f->fd_layer ? PUB_FD_LAYER : 0) | (f->cache ? PUB_CACHE : 0);
-	e.user_size = f->shared ? f->sh.user_size : 0;
+	e.flags = (vfile_is_library(f) ? PUB_SHARED : 0) | (f->anon ? PUB_ANON : 0) |
+		  (f->fd_layer ? PUB_FD_LAYER : 0) | (f->cache ? PUB_CACHE : 0) |
+		  (f->shared && f->sh.foreign ? PUB_FOREIGN_SHARED : 0);
+	e.user_size = vfile_is_library(f) ? f->sh.user_size : 0;
 	pthread_mutex_lock(&f->lock);
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		e.regions += m->region != NULL;
@@ -1296,11 +1320,16 @@ static void child_own_arena(struct vfile *f)
 	f->arena_fd = fd;
 }
 
-static void unlock_all(void)
+static void unlock_all(bool child)
 {
 	for (struct vfile *f = registry; f; f = f->next) {
 		if (!f->shared)
 			shared_lock_release(&f->tree_lock);
+		/* A shared lock lives in memory the child shares: the parent
+		 * lets go of it for both. */
+		else if (f->fork_held && !child)
+			vfile_unlock(f);
+		f->fork_held = false;
 		pthread_mutex_unlock(&f->lock);
 	}
 	pthread_mutex_unlock(&registry_lock);
@@ -1318,6 +1347,9 @@ void vfile_fork_prepare(void)
 		pthread_mutex_lock(&f->lock);
 		if (!f->shared)
 			shared_lock_acquire(&f->tree_lock, LOCAL_LOCK_TIMEOUT_MS);
+		else if (f->sh.foreign) /* its arena mapping may move (growth):
+					 * not while fork copies the address space */
+			f->fork_held = vfile_lock(f) == 0;
 		fork_snapshot(f);
 	}
 	publish_fork_prepare();
@@ -1343,8 +1375,10 @@ void vfile_fork_child(void)
 		f->wd = -1;
 		if (f->shared && !f->dormant)
 			vshared_add_self(f->fd, &f->sh, &f->tree);
+		else if (!f->anon)
+			f->inherited = true;
 	}
-	unlock_all();
+	unlock_all(true);
 	for (struct vfile *f = registry; f; f = f->next)
 		if (!f->dormant)
 			vfile_publish(f);
@@ -1358,5 +1392,5 @@ void vfile_fork_done(void)
 		f->fork_copy = NULL;
 	}
 	publish_fork_parent();
-	unlock_all();
+	unlock_all(false);
 }

@@ -8,9 +8,10 @@
  * file (so a purge can make them raise SIGBUS).  Regions and the file layer
  * hold references to it.
  *
- * Locking: the tree is guarded by the tree lock - for a library file (state
- * shared between processes, shared_file.h) the lock in its metadata, for a
- * foreign file f->tree_lock - and vfile_lock() takes it.  The mapping list
+ * Locking: the tree is guarded by the tree lock - for a file with shared
+ * metadata (shared_file.h: every library file, and a foreign file where the
+ * file system keeps the attribute) the lock in its metadata, else
+ * f->tree_lock - and vfile_lock() takes it.  The mapping list
  * is read under the tree lock and changed under f->lock and the tree lock,
  * in that order.  Neither is ever held
  * while the library touches application memory, so a SIGBUS handler running
@@ -78,18 +79,29 @@ struct vfile {
 	uint32_t pub_slot;        /* its entry in the publication (publish.h) */
 	bool cache;               /* backs a purgeable cache: set it, then call
 				   * vfile_publish() (vrangectl shows "cache") */
-	bool shared;              /* a library file: state inside it */
+	bool shared;              /* state in shared metadata (shared_file.h):
+				   * a library file, or a foreign one (sh.foreign) */
+	bool fork_held;           /* its shared lock held across fork (atfork) */
+	bool inherited;           /* process-local state copied by fork: the
+				   * parent purges by its own copy, so this
+				   * process never purges from this one */
 	bool anon;                /* the process's anonymous memory: pages are
 				   * virtual page numbers, no file (any_mapping.c) */
 	struct vshared sh;        /* its metadata, when shared */
 	struct vmap *maps;        /* guarded by lock */
 };
 
+/* A file the library created (a region's, a shim area's): fixed size. */
+static inline bool vfile_is_library(const struct vfile *f)
+{
+	return f->shared && !f->sh.foreign;
+}
+
 /* Bytes of the file the user sees: the user area of a library file, else
  * st_size (foreign files may grow, so the caller's fresh fstat counts). */
 static inline uint64_t vfile_user_size(const struct vfile *f, const struct stat *st)
 {
-	return f->shared ? f->sh.user_size : (uint64_t)st->st_size;
+	return vfile_is_library(f) ? f->sh.user_size : (uint64_t)st->st_size;
 }
 
 /*

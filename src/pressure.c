@@ -1024,16 +1024,25 @@ static void *monitor_main(void *arg)
 /* ------------------------------------------------------------------ */
 /* Control */
 
+static int monitor_start(const struct vrange_monitor_opts *opts, bool sync);
+
 /*
  * The child of fork() inherits no thread: forget the parent's monitor and
- * close its descriptors (the parent's registrations stay the parent's).
- * It may start its own.  Not by itself: the child's copy of a foreign
- * file's process-local state goes stale as soon as the parent unmarks, and
- * a monitor purging from that copy would punch pages the parent was just
- * told were intact (the model test showed it).
+ * close its descriptors (the parent's registrations stay the parent's),
+ * then start the child's own with the same options, as a fresh process
+ * would have one.  A pre-forked worker or a zygote's child may never call
+ * the library again, yet its volatile memory must still go under pressure.
+ * Every file's state is shared with the parent now, so the child's purges
+ * are as safe as the parent's; the one exception, a foreign file kept
+ * process-local (its file system refused the attribute), is a copy the
+ * child never purges from (file_state.c, vfile_fork_child).  (A child that
+ * execs at once loses the thread with everything else; posix_spawn and
+ * vfork run no handler.)
  */
 static void atfork_child(void)
 {
+	struct vrange_monitor_opts o = mon.opts;
+
 	pthread_mutex_init(&mon_lock, NULL);
 	if (!mon_running)
 		return;
@@ -1042,6 +1051,8 @@ static void atfork_child(void)
 	close_fd(&mon.wake_fd);
 	monitor_close_all();
 	atomic_store(&cur_src, SRC_NONE);
+	if (monitor_start(&o, false) < 0)
+		vr_debug("no monitor in the forked child");
 }
 
 static void register_atfork(void)

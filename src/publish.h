@@ -44,6 +44,8 @@ enum pub_flags {
 	PUB_ANON = 1u << 1,     /* the anonymous state (pages = addresses) */
 	PUB_FD_LAYER = 1u << 2, /* counted in vrange_stats.files */
 	PUB_CACHE = 1u << 3,    /* backs a purgeable cache */
+	PUB_FOREIGN_SHARED = 1u << 4, /* state_fd is a foreign file's shared
+				       * metadata: header page, then arena */
 };
 
 struct pub_file {

@@ -300,7 +300,7 @@ int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
 	ret = vshared_probe(fd, &user_size);
 	if (ret < 0)
 		return ret;
-	if (ret == 0)
+	if (ret == 0 || user_size == 0) /* no metadata, or a foreign file's */
 		user_size = (uint64_t)st.st_size;
 	if (user_size == 0 || round_size((size_t)user_size, &rsize) < 0)
 		return -EINVAL;

@@ -23,6 +23,8 @@
 #include "shared_lock.h"
 
 #define VSHARED_MAGIC "libvrange-state5"
+/* A foreign file's metadata: [header page][arena], the arena grows. */
+#define VSHARED_MAGIC_FOREIGN "libvrange-fstat5"
 #define VSHARED_VERSION 5u
 #define XATTR_NAME "user.vrange"
 #define XATTR_MAGIC "vrange5"
@@ -33,6 +35,12 @@
 #define LOCK_TIMEOUT_MS 2000
 /* How long once it did: enough for a holder that runs to let go. */
 #define WEDGED_WAIT_MS 50
+/* A foreign file's arena starts with room for this many ranges (or one
+ * per page of the file and the slack, if more): untouched pages of the
+ * sparse metadata file cost nothing, and it rarely has to grow. */
+#define FOREIGN_MIN_NODES 4096u
+/* And grows, doubling, up to this many (64 GiB of arena). */
+#define FOREIGN_MAX_NODES (1u << 30)
 
 struct vshared_hdr {
 	char magic[16];
@@ -42,6 +50,11 @@ struct vshared_hdr {
 	uint64_t arena_bytes;
 	struct shared_lock lock; /* robust against death and scribbles */
 	_Atomic uint32_t ready; /* set last, after everything above */
+	/* Foreign files only (under the lock): the arena's size now (the
+	 * field above is its size at creation), and the page every range
+	 * ends at or before, so that a reset after a death covers them all. */
+	uint64_t cur_arena_bytes;
+	uint64_t max_page;
 };
 
 /* The attribute on the user's file: what the metadata is, who holds it. */
@@ -87,10 +100,71 @@ static int map_meta(int mfd, uint64_t user_size, struct vshared *s)
 		return -errno;
 	s->map = p;
 	s->map_bytes = meta_size;
+	s->arena = p;
+	s->foreign = false;
 	s->hdr = (struct vshared_hdr *)((char *)p + arena_bytes);
 	s->lock = &s->hdr->lock;
+	s->shared_arena_bytes = &s->hdr->cur_arena_bytes;
+	s->max_page = &s->hdr->max_page;
 	s->user_size = user_size;
 	s->user_pages = round_page(user_size) >> vr_page_shift;
+	s->arena_bytes = arena_bytes;
+	return 0;
+}
+
+/* A foreign file's arena size for a file of file_size bytes now. */
+static uint64_t foreign_start_bytes(uint64_t file_size)
+{
+	uint64_t nodes = (round_page(file_size) >> vr_page_shift) + ARENA_SLACK;
+
+	if (nodes < FOREIGN_MIN_NODES)
+		nodes = FOREIGN_MIN_NODES;
+	if (nodes > FOREIGN_MAX_NODES)
+		nodes = FOREIGN_MAX_NODES;
+	return round_page(rt_arena_bytes((uint32_t)nodes));
+}
+
+static bool foreign_bytes_ok(uint64_t arena_bytes)
+{
+	return arena_bytes >= round_page(rt_arena_bytes(FOREIGN_MIN_NODES)) &&
+	       arena_bytes <= round_page(rt_arena_bytes(FOREIGN_MAX_NODES)) &&
+	       arena_bytes % vr_page_size == 0;
+}
+
+/* A foreign file's metadata, first its header page: it never moves (the
+ * lock is there), while the arena behind it grows and its mapping moves. */
+static int map_foreign_hdr(int mfd, struct vshared *s)
+{
+	void *h = mmap(NULL, vr_page_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+
+	if (h == MAP_FAILED)
+		return -errno;
+	s->map = h;
+	s->map_bytes = vr_page_size;
+	s->foreign = true;
+	s->hdr = h;
+	s->lock = &s->hdr->lock;
+	s->shared_arena_bytes = &s->hdr->cur_arena_bytes;
+	s->max_page = &s->hdr->max_page;
+	s->user_size = 0;
+	s->user_pages = 0;
+	return 0;
+}
+
+/* Then arena_bytes of arena, which the metadata file must hold. */
+static int map_foreign_arena(int mfd, uint64_t arena_bytes, struct vshared *s)
+{
+	struct stat st;
+	void *a;
+
+	if (!foreign_bytes_ok(arena_bytes) || fstat(mfd, &st) < 0 ||
+	    (uint64_t)st.st_size < vr_page_size + arena_bytes)
+		return -EIO;
+	a = mmap(NULL, arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd,
+		 (off_t)vr_page_size);
+	if (a == MAP_FAILED)
+		return -errno;
+	s->arena = a;
 	s->arena_bytes = arena_bytes;
 	return 0;
 }
@@ -109,8 +183,8 @@ static int read_xattr(int fd, struct vshared_xattr *x)
 		return errno == ENODATA || errno == EOPNOTSUPP ? 0 : -errno;
 	if ((size_t)n < xattr_len(0) || memcmp(x->magic, XATTR_MAGIC, sizeof(x->magic)) ||
 	    x->version != VSHARED_VERSION || x->nholders > MAX_HOLDERS ||
-	    (size_t)n != xattr_len(x->nholders) || x->user_size == 0)
-		return -EIO;
+	    (size_t)n != xattr_len(x->nholders))
+		return -EIO; /* user_size 0: a foreign file's, its own size */
 	return 1;
 }
 
@@ -119,8 +193,11 @@ static int write_xattr(int fd, const struct vshared_xattr *x)
 	return fsetxattr(fd, XATTR_NAME, x, xattr_len(x->nholders), 0) < 0 ? -errno : 0;
 }
 
-/* Format a fresh metadata file for user_size bytes: its descriptor or -errno. */
-static int create_meta(uint64_t user_size)
+/*
+ * Format a fresh metadata file for user_size bytes (0: a foreign file,
+ * now file_size bytes): its descriptor or -errno.
+ */
+static int create_meta(uint64_t user_size, uint64_t file_size)
 {
 	struct vshared s = { .meta_fd = -1 };
 	struct rt_tree t;
@@ -129,16 +206,29 @@ static int create_meta(uint64_t user_size)
 
 	if (mfd < 0)
 		return -errno;
-	r = layout(user_size, &s.arena_bytes, &s.map_bytes);
+	if (user_size) {
+		r = layout(user_size, &s.arena_bytes, &s.map_bytes);
+	} else {
+		s.arena_bytes = foreign_start_bytes(file_size);
+		s.map_bytes = vr_page_size + s.arena_bytes;
+		r = 0;
+	}
 	if (r == 0 && ftruncate(mfd, (off_t)s.map_bytes) < 0)
 		r = -errno;
 	if (r == 0)
-		r = map_meta(mfd, user_size, &s);
+		r = user_size ? map_meta(mfd, user_size, &s) : map_foreign_hdr(mfd, &s);
+	if (r == 0 && !user_size)
+		r = map_foreign_arena(mfd, s.arena_bytes, &s);
 	if (r == 0)
-		r = rt_format_paged(&t, s.map, s.arena_bytes, (uint32_t)s.user_pages);
+		r = user_size ? rt_format_paged(&t, s.arena, s.arena_bytes,
+						(uint32_t)s.user_pages)
+			      : rt_format(&t, s.arena, s.arena_bytes); /* size changes */
 	if (r == 0) {
 		atomic_init(&s.hdr->lock.word, 0);
-		memcpy(s.hdr->magic, VSHARED_MAGIC, sizeof(s.hdr->magic));
+		memcpy(s.hdr->magic, user_size ? VSHARED_MAGIC : VSHARED_MAGIC_FOREIGN,
+		       sizeof(s.hdr->magic));
+		s.hdr->cur_arena_bytes = s.arena_bytes;
+		s.hdr->max_page = 0;
 		s.hdr->version = VSHARED_VERSION;
 		s.hdr->page_size = (uint32_t)vr_page_size;
 		s.hdr->user_size = user_size;
@@ -162,7 +252,7 @@ int vshared_format(int fd, uint64_t user_size)
 	vr_init_basic();
 	if (ftruncate(fd, (off_t)user_size) < 0)
 		return -errno;
-	mfd = create_meta(user_size);
+	mfd = create_meta(user_size, 0);
 	if (mfd < 0)
 		return mfd;
 	if (fstat(mfd, &st) < 0) {
@@ -321,70 +411,142 @@ static int attr_lock(int fd, short type)
 	return fcntl(fd, F_OFD_SETLKW, &fl) < 0 ? -errno : 0;
 }
 
+
+/* Why the file refused the attribute (debug log, foreign files). */
+static const char *xattr_refusal(int err)
+{
+	switch (err) {
+	case EOPNOTSUPP:
+		return "the file system keeps no user xattrs";
+	case EPERM:
+	case EACCES:
+		return "no permission to set an xattr on the file";
+	case ENOSPC:
+	case E2BIG:
+	case EDQUOT:
+		return "no room for the xattr";
+	default:
+		return "the xattr was refused";
+	}
+}
+
 /*
  * No live process holds the metadata: every process that marked anything
  * is gone, so "nothing volatile" is the truth.  Start a fresh metadata file
  * and name it, one process at a time (the others then find it as holder).
- * The descriptor, or -1.
+ * With `make`, a file without the attribute gets one the same way (a
+ * foreign file, the first time the library keeps state for it), so two
+ * processes racing end up sharing one state.  The descriptor, or -1 with
+ * *why filled.
  */
-static int recreate_meta(int fd, struct vshared_xattr *x)
+static int recreate_meta(int fd, struct vshared_xattr *x, bool make, const char **why)
 {
 	struct stat st;
-	int mfd = -1;
+	int mfd = -1, r;
 
-	if (attr_lock(fd, F_WRLCK) < 0)
+	if (attr_lock(fd, F_WRLCK) < 0) {
+		*why = "no OFD lock on the file";
 		return -1;
-	if (read_xattr(fd, x) == 1)
-		mfd = find_holder(x);
-	if (mfd < 0 && (mfd = create_meta(x->user_size)) >= 0) {
-		bool named = fstat(mfd, &st) == 0;
-
-		if (named) {
-			x->meta_dev = st.st_dev;
-			x->meta_ino = st.st_ino;
-			x->nholders = 1;
-			x->h[0].pid = getpid();
-			x->h[0].fd = mfd;
-			named = write_xattr(fd, x) == 0;
-		}
-		if (!named) {
-			close(mfd);
-			mfd = -1;
-		}
 	}
+	r = read_xattr(fd, x);
+	if (r == 1) {
+		mfd = find_holder(x);
+	} else if (r == 0 && make) {
+		memset(x, 0, sizeof(*x));
+		memcpy(x->magic, XATTR_MAGIC, sizeof(x->magic));
+		x->version = VSHARED_VERSION;
+		x->user_size = 0; /* a foreign file: its own size */
+	} else {
+		*why = r < 0 ? "malformed xattr" : "the xattr is gone";
+		goto out;
+	}
+	if (mfd >= 0)
+		goto out;
+	if (fstat(fd, &st) < 0 ||
+	    (mfd = create_meta(x->user_size, (uint64_t)st.st_size)) < 0) {
+		*why = "no metadata file";
+		mfd = -1;
+		goto out;
+	}
+	if (fstat(mfd, &st) < 0) {
+		r = -errno;
+	} else {
+		x->meta_dev = st.st_dev;
+		x->meta_ino = st.st_ino;
+		x->nholders = 1;
+		x->h[0].pid = getpid();
+		x->h[0].fd = mfd;
+		r = write_xattr(fd, x);
+	}
+	if (r < 0) {
+		*why = xattr_refusal(-r);
+		close(mfd);
+		mfd = -1;
+	}
+out:
 	attr_lock(fd, F_UNLCK);
 	return mfd;
 }
 
-int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
-{
-	struct vshared_xattr x;
-	struct stat st;
-	int mfd = -1, r = read_xattr(fd, &x);
+static int recover(struct vshared *s, struct rt_tree *tree);
 
-	s->meta_fd = -1;
-	if (r <= 0)
+/*
+ * A foreign file's metadata: the header, then - under the lock, so that
+ * nobody grows the arena meanwhile - the arena at its present size.  A
+ * holder that died inside its critical section may have left the tree
+ * torn, or the arena half grown: recovered as for a library file.
+ */
+static int attach_foreign(struct vshared *s, struct rt_tree *tree)
+{
+	bool dead;
+	int r = map_foreign_hdr(s->meta_fd, s);
+
+	if (r < 0)
 		return r;
-	mfd = find_holder(&x);
-	if (mfd < 0)
-		mfd = recreate_meta(fd, &x);
-	if (mfd < 0) {
-		vr_debug("shared state unreachable: process-local");
-		return 0;
-	}
+	if (memcmp(s->hdr->magic, VSHARED_MAGIC_FOREIGN, sizeof(s->hdr->magic)) ||
+	    s->hdr->version != VSHARED_VERSION || s->hdr->page_size != vr_page_size ||
+	    s->hdr->user_size != 0 ||
+	    !atomic_load_explicit(&s->hdr->ready, memory_order_acquire))
+		return -EIO;
+	r = shared_lock_acquire(s->lock, LOCK_TIMEOUT_MS);
+	if (r < 0)
+		return -EIO;
+	dead = r == 1;
+	r = map_foreign_arena(s->meta_fd, *s->shared_arena_bytes, s);
+	tree->hdr = NULL;
+	if (r == 0 && rt_attach(tree, s->arena, s->arena_bytes) < 0 && !dead)
+		r = -EIO;
+	if (r == 0 && dead)
+		r = recover(s, tree);
+	shared_lock_release(s->lock);
+	return r;
+}
+
+/* Map and check the metadata mfd names, and hold it: 1 or -errno. */
+static int attach(int fd, int mfd, const struct vshared_xattr *x,
+		  struct vshared *s, struct rt_tree *tree)
+{
+	struct stat st;
+	int r;
+
 	s->meta_fd = mfd;
-	r = map_meta(mfd, x.user_size, s);
-	if (r == 0 && (fstat(mfd, &st) < 0 || (uint64_t)st.st_size != s->map_bytes))
-		r = -EIO;
-	if (r == 0 && (memcmp(s->hdr->magic, VSHARED_MAGIC, sizeof(s->hdr->magic)) ||
-		       s->hdr->version != VSHARED_VERSION ||
-		       s->hdr->page_size != vr_page_size ||
-		       s->hdr->user_size != x.user_size ||
-		       s->hdr->arena_bytes != s->arena_bytes ||
-		       !atomic_load_explicit(&s->hdr->ready, memory_order_acquire) ||
-		       rt_attach(tree, s->map, s->arena_bytes) < 0 ||
-		       rt_pages(tree) != s->user_pages))
-		r = -EIO;
+	if (x->user_size == 0) {
+		r = attach_foreign(s, tree);
+	} else {
+		r = map_meta(mfd, x->user_size, s);
+		if (r == 0 && (fstat(mfd, &st) < 0 ||
+			       (uint64_t)st.st_size != s->map_bytes))
+			r = -EIO;
+		if (r == 0 && (memcmp(s->hdr->magic, VSHARED_MAGIC, sizeof(s->hdr->magic)) ||
+			       s->hdr->version != VSHARED_VERSION ||
+			       s->hdr->page_size != vr_page_size ||
+			       s->hdr->user_size != x->user_size ||
+			       s->hdr->arena_bytes != s->arena_bytes ||
+			       !atomic_load_explicit(&s->hdr->ready, memory_order_acquire) ||
+			       rt_attach(tree, s->map, s->arena_bytes) < 0 ||
+			       rt_pages(tree) != s->user_pages))
+			r = -EIO;
+	}
 	if (r < 0) {
 		vshared_close(s);
 		return r;
@@ -393,17 +555,103 @@ int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
 	return 1;
 }
 
+int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
+{
+	struct vshared_xattr x;
+	const char *why = "";
+	int mfd = -1, r = read_xattr(fd, &x);
+
+	s->meta_fd = -1;
+	if (r <= 0)
+		return r;
+	mfd = find_holder(&x);
+	if (mfd < 0)
+		mfd = recreate_meta(fd, &x, false, &why);
+	if (mfd < 0) {
+		vr_debug("shared state unreachable (%s): process-local", why);
+		return 0;
+	}
+	return attach(fd, mfd, &x, s, tree);
+}
+
+int vshared_open_foreign(int fd, struct vshared *s, struct rt_tree *tree,
+			 const char **why)
+{
+	struct vshared_xattr x;
+	int mfd;
+
+	s->meta_fd = -1;
+	*why = "";
+	mfd = recreate_meta(fd, &x, true, why);
+	if (mfd < 0)
+		return 0;
+	return attach(fd, mfd, &x, s, tree);
+}
+
 void vshared_close(struct vshared *s)
 {
 	if (s->map)
 		munmap(s->map, s->map_bytes);
+	if (s->foreign && s->arena)
+		munmap(s->arena, s->arena_bytes);
 	if (s->meta_fd >= 0)
 		close(s->meta_fd);
 	s->map = NULL;
+	s->arena = NULL;
 	s->hdr = NULL;
 	s->lock = NULL;
 	s->meta_fd = -1;
 }
+
+int vshared_follow(struct vshared *s, struct rt_tree *tree)
+{
+	uint64_t n = *s->shared_arena_bytes;
+	struct stat st;
+	void *p;
+
+	if (n == s->arena_bytes)
+		return 0;
+	/* Arenas only grow; the file must hold what the header says. */
+	if (n < s->arena_bytes || !foreign_bytes_ok(n) || fstat(s->meta_fd, &st) < 0 ||
+	    (uint64_t)st.st_size < vr_page_size + n)
+		return -EIO;
+	p = mremap(s->arena, s->arena_bytes, n, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	s->arena = p;
+	s->arena_bytes = n;
+	return tree->hdr && rt_grow(tree, p, n) < 0 ? -EIO : 0;
+}
+
+int vshared_grow(struct vshared *s, struct rt_tree *tree)
+{
+	uint64_t n = s->arena_bytes * 2, max = round_page(rt_arena_bytes(FOREIGN_MAX_NODES));
+	struct stat st;
+	void *p;
+
+	if (!s->foreign || s->arena_bytes >= max)
+		return -ENOMEM;
+	if (n > max)
+		n = max;
+	/* Never shrink the file: other processes map all of it.  Mapping,
+	 * then the header, then the tree's own capacity: a holder that dies
+	 * between two of them leaves what a follower or recover() completes. */
+	if (fstat(s->meta_fd, &st) < 0)
+		return -ENOMEM;
+	if ((uint64_t)st.st_size < vr_page_size + n &&
+	    ftruncate(s->meta_fd, (off_t)(vr_page_size + n)) < 0)
+		return -ENOMEM;
+	p = mremap(s->arena, s->arena_bytes, n, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	s->arena = p;
+	s->arena_bytes = n;
+	*s->shared_arena_bytes = n;
+	return rt_grow(tree, p, n) < 0 ? -ENOMEM : 0;
+}
+
+/* No page number reaches this (vr_page_range caps offsets at 2^63). */
+#define MAX_PAGE_BOUND ((uint64_t)1 << 52)
 
 /*
  * The previous holder died inside its critical section.  Tree operations
@@ -411,20 +659,37 @@ void vshared_close(struct vshared *s)
  * Keep it if it checks out; else reset it to "every page purged", which can
  * only make a later unmark report VRANGE_PURGED for pages that were fine
  * (the application rebuilds them) and never lets a purge touch anything.
+ * "Every page" of a foreign file is every page below the highest end ever
+ * marked (its size may have changed since).
  */
 static int recover(struct vshared *s, struct rt_tree *tree)
 {
-	if (rt_check(tree) == 0)
+	uint64_t pages = s->user_pages;
+
+	if (s->foreign) {
+		int r = vshared_follow(s, tree);
+
+		if (r < 0)
+			return r;
+		pages = *s->max_page < MAX_PAGE_BOUND ? *s->max_page : MAX_PAGE_BOUND;
+		*s->max_page = pages;
+	}
+	if (tree->hdr && rt_check(tree) == 0)
 		return 0;
 	vr_debug("shared state torn by a dead process: reset to purged");
-	memset(s->map, 0, s->arena_bytes);
-	if (rt_format_paged(tree, s->map, s->arena_bytes, (uint32_t)s->user_pages) < 0 ||
-	    rt_mark_volatile(tree, 0, s->user_pages, 0, 0, NULL) < 0 ||
-	    rt_mark_purged(tree, 0, s->user_pages, NULL) < 0)
+	/* A foreign arena may be large and mostly never used: punch it
+	 * rather than write zeros over all of it. */
+	if (!s->foreign || fallocate(s->meta_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				     (off_t)vr_page_size, (off_t)s->arena_bytes) < 0)
+		memset(s->arena, 0, s->arena_bytes);
+	if ((s->foreign ? rt_format(tree, s->arena, s->arena_bytes)
+			: rt_format_paged(tree, s->arena, s->arena_bytes,
+					  (uint32_t)s->user_pages)) < 0 ||
+	    (pages && (rt_mark_volatile(tree, 0, pages, 0, 0, NULL) < 0 ||
+		       rt_mark_purged(tree, 0, pages, NULL) < 0)))
 		return -EIO;
 	return 0;
 }
-
 int vshared_lock_slow(struct vshared *s, struct rt_tree *tree)
 {
 	bool wedged;

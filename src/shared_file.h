@@ -17,6 +17,16 @@
  * does not check out is -EIO, never a crash or a hang.
  *
  * Layout of the metadata file: [arena: arena_bytes][header page].
+ *
+ * Foreign files (shared-memory files the application made: its own memfd,
+ * a /dev/shm file) get the same kind of metadata the first time the library
+ * keeps state for them (vshared_open_foreign), so that every process using
+ * the file sees one state (contract 1).  Their size can change under the
+ * library, so their metadata is laid out the other way round - [header
+ * page][arena] - and the arena grows: the process that needs more room
+ * extends the file and says so in the header, and every other process
+ * follows (maps the larger arena) the next time it takes the lock.  The
+ * attribute of a foreign file says user_size 0: "the file's own size".
  */
 #ifndef VRANGE_SHARED_FILE_H
 #define VRANGE_SHARED_FILE_H
@@ -45,6 +55,12 @@ struct vshared {
 	_Atomic bool wedged;     /* its lock timed out: wait only briefly
 	                          * until a call gets it again */
 	_Atomic bool contended;  /* someone waited at the last unlock */
+	void *arena;             /* the tree's arena: inside map for a library
+				  * file, a mapping of its own for a foreign one */
+	bool foreign;            /* a foreign file's metadata: the arena grows */
+	volatile uint64_t *shared_arena_bytes; /* in hdr: the arena's size now */
+	volatile uint64_t *max_page; /* in hdr: no page at or past it was ever
+				      * marked (foreign: recovery covers below) */
 };
 
 /*
@@ -60,19 +76,53 @@ int vshared_format(int fd, uint64_t user_size) VR_HIDDEN;
 void vshared_unformat(int fd) VR_HIDDEN;
 
 /*
- * Is fd a library file?  1 and *user_size filled, 0 if it is a foreign
- * file, -EIO if its attribute is malformed.  One fgetxattr.
+ * Does fd carry shared metadata?  1 and *user_size filled (0 for a foreign
+ * file: its size is its own), 0 if not, -EIO if its attribute is
+ * malformed.  One fgetxattr.
  */
 int vshared_probe(int fd, uint64_t *user_size) VR_HIDDEN;
 
 /*
- * Attach to the metadata of fd: 1 and s, tree filled; 0 for a foreign file
- * (or one whose metadata no live process holds any more: its state is gone
- * and it starts afresh as a foreign file); -EIO for metadata that does not
- * check out; -errno.  Registers this process as a holder.
+ * Attach to the metadata of fd: 1 and s, tree filled; 0 for a file without
+ * it (or whose metadata cannot be reached nor made afresh); -EIO for
+ * metadata that does not check out; -errno.  Metadata no live process
+ * holds any more is made afresh (its state is gone).  Registers this
+ * process as a holder.
  */
 int vshared_open(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 void vshared_close(struct vshared *s) VR_HIDDEN;
+
+/*
+ * A foreign file (no attribute yet) gets shared metadata: under the OFD
+ * lock on the attribute, attach to what another process named meanwhile,
+ * else create it and name it in the attribute.  1 and s, tree filled (as
+ * vshared_open); 0 where the file system or the file refuses the attribute
+ * (the state then stays process-local; the reason is in *why); -errno.
+ */
+int vshared_open_foreign(int fd, struct vshared *s, struct rt_tree *tree,
+			 const char **why) VR_HIDDEN;
+
+/* A foreign file's arena is full: double it (lock held).  0 or -ENOMEM. */
+int vshared_grow(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
+
+/* Another process grew the arena: map it at its new size (lock held).
+ * 0, or -EIO for a header that does not check out. */
+int vshared_follow(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
+
+/* After taking the lock of a foreign file's metadata: one load. */
+static inline int vshared_follow_check(struct vshared *s, struct rt_tree *tree)
+{
+	if (!s->foreign || *s->shared_arena_bytes == s->arena_bytes)
+		return 0;
+	return vshared_follow(s, tree);
+}
+
+/* Before marking pages up to end (lock held): recovery must cover them. */
+static inline void vshared_note_end(struct vshared *s, uint64_t end)
+{
+	if (s->foreign && *s->max_page < end)
+		*s->max_page = end;
+}
 
 /*
  * The process-shared lock (shared_lock.h).  A holder that died (reaped or

@@ -542,7 +542,7 @@ static void check_page(int o, int i, int c, int unmark_rc)
 		fail("obj %d page %d holds bytes it was never written with "
 		     "(seed %#x)", o, i, g->seed);
 	if (c == CLS_SIGBUS && !MODEL_APP_MAP_STALE_SIGBUS &&
-	    O[o].kind == OK_MAP && F[f].kind == FK_LIB && F[f].shared_ever) {
+	    O[o].kind == OK_MAP && F[f].kind != FK_ANON && F[f].shared_ever) {
 		/* D6: not judged, and what the page holds is not known now */
 		d6_seen++;
 		g->zok = 1;
@@ -1022,7 +1022,7 @@ static void g_write(int p, int o)
 	       op.seed);
 	run_op(&op, &res, -1);
 	if (res.rc && !MODEL_APP_MAP_STALE_SIGBUS && O[o].kind == OK_MAP &&
-	    F[f].kind == FK_LIB && F[f].shared_ever) {
+	    F[f].kind != FK_ANON && F[f].shared_ever) {
 		d6_seen++; /* D6: the write stopped somewhere in the page */
 		F[f].pg[op.pg0].seed = SEED_UNKNOWN;
 		return;
@@ -1204,18 +1204,9 @@ static void g_forget(int p, int o)
 	run_op(&op, &res, -1);
 	traceadd(" -> %" PRId64, res.rc);
 	check_forget(p, f, res.rc);
+	/* Every file's state is the file's, shared by every process that
+	 * uses it (a foreign file's too): forget only lets go of it. */
 	P[p].fdlayer[f] = 0;
-	if (F[f].kind != FK_LIB && res.rc == 0) {
-		/* A foreign file's state is this process's: all of it goes. */
-		for (int i = 0; i < F[f].npg; i++) {
-			struct pgm *g = &F[f].pg[i];
-
-			if (g->vol && (g->maybe || g->must || bg_purging(f)))
-				g->zok = 1;
-			g->vol = 0;
-			g->maybe = g->must = g->reset = 0;
-		}
-	}
 	settle(f);
 }
 
@@ -1237,12 +1228,12 @@ static void g_dropfile(int p)
 	reap_files();
 }
 
-/* The coordinator hands one of its library files to a peer. */
+/* The coordinator hands one of its files (library or foreign) to a peer. */
 static void g_share(int p)
 {
 	struct m_op op = {.type = OP_RECVFILE, .proc = (uint8_t)p};
 	struct m_res res;
-	int f = pick_file(0, 1), fd;
+	int f = pick_file(0, 0), fd;
 
 	if (f < 0 || !P[p].alive || P[p].hasfd[f])
 		return;
@@ -1483,7 +1474,7 @@ static void g_kill(int p)
 		uncertain(&op);
 	/* A lock holder died: the next locker may reset a torn tree. */
 	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && F[f].kind == FK_LIB && reaches(p, f))
+		if (F[f].used && F[f].kind != FK_ANON && reaches(p, f))
 			for (int i = 0; i < F[f].npg; i++)
 				F[f].pg[i].reset = 1;
 	if (P[p].budget)
@@ -1542,6 +1533,12 @@ static int child_check(void)
 			if (c == CLS_MATCH || g->seed == SEED_UNKNOWN ||
 			    g->zok || g->reset)
 				continue;
+			/* The child's own monitor enforces the budget it
+			 * inherited: its purges poison its SIGBUS mappings
+			 * of files (never its anonymous copy: no state). */
+			if (c == CLS_SIGBUS && g->vol && O[o].kind != OK_ANON &&
+			    bg_purging(O[o].file))
+				continue;
 			if (g->vol && O[o].kind == OK_ANON ? c == CLS_SIGBUS
 							    : !g->vol ||
 								      c != CLS_ZERO) {
@@ -1573,20 +1570,9 @@ static int child_check(void)
 	return bad;
 }
 
-static int foreign_volatile(void)
-{
-	for (int f = 0; f < M_MAXFILE; f++)
-		if (F[f].used && F[f].kind != FK_LIB && F[f].kind != FK_ANON &&
-		    reaches(0, f))
-			for (int i = 0; i < F[f].npg; i++)
-				if (F[f].pg[i].vol)
-					return 1;
-	return 0;
-}
-
 static void g_fork(void)
 {
-	int purge = MODEL_FORK_PURGE && !foreign_volatile() && rn(2);
+	int purge = MODEL_FORK_PURGE && rn(2);
 	pid_t pid;
 	int st;
 
@@ -1608,9 +1594,9 @@ static void g_fork(void)
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		fail("the forked child found a violation (status %#x)", st);
 	if (purge) {
-		/* The child shares library files' state: it purged them. */
+		/* The child shares every file's state: it purged them. */
 		for (int f = 0; f < M_MAXFILE; f++) {
-			if (!F[f].used || F[f].kind != FK_LIB || !reaches(0, f))
+			if (!F[f].used || F[f].kind == FK_ANON || !reaches(0, f))
 				continue;
 			for (int i = 0; i < F[f].npg; i++) {
 				struct pgm *g = &F[f].pg[i];

@@ -317,6 +317,7 @@ enum {
 	OP_SIZE,      /* vrange_region_size */
 	OP_STRESS,    /* run work() with cfg; reply carries the sums */
 	OP_DESTROY,
+	OP_OPEN_SHM,  /* open foreign_shm_name(getppid()) itself, adopt it; a = flags */
 	OP_EXIT,
 };
 
@@ -331,6 +332,12 @@ struct reply {
 	int64_t ret;
 	struct work_sum sum;
 };
+
+/* The /dev/shm name a test process and its helper both open. */
+static void foreign_shm_name(char *buf, size_t n, pid_t test_pid)
+{
+	snprintf(buf, n, "/dev/shm/vrange-test-foreign-%d", (int)test_pid);
+}
 
 /* Serve commands until OP_EXIT or the socket closes.  Exit status 0. */
 static int serve(int sock)
@@ -413,6 +420,19 @@ static int serve(int sock)
 			rep.ret = vrange_region_destroy(r);
 			r = NULL;
 			break;
+		case OP_OPEN_SHM: {
+			char name[64];
+
+			vrange_region_destroy(r);
+			r = NULL;
+			if (fd >= 0)
+				close(fd);
+			foreign_shm_name(name, sizeof(name), getppid());
+			fd = open(name, O_RDWR | O_CLOEXEC);
+			rep.ret = fd < 0 ? -errno
+					 : vrange_region_adopt(fd, (unsigned int)c.a, &r);
+			break;
+		}
 		case OP_EXIT:
 			goto out;
 		default:
@@ -951,22 +971,24 @@ START_TEST(recognise_library_file)
 END_TEST
 
 /*
- * A memfd the application made itself keeps process-local state in each
- * process that adopts it (documented): marking in one is not seen in the
- * other, and a purge in one reports VRANGE_PURGED only there.
+ * A memfd the application made itself: its state belongs to the file
+ * (contract 1) in every process that uses it - marks made in one are seen
+ * in the other, a purge in one is reported VRANGE_PURGED in the other.
+ * The file keeps its size and the application's own attributes.
  */
-START_TEST(foreign_memfd_stays_local)
+START_TEST(foreign_memfd_shared)
 {
 	int fd = memfd_create("foreign", MFD_CLOEXEC);
 	vrange_region *r = NULL;
 	struct helper h;
 	struct stat st;
+	char app[8] = { 0 };
 
 	alarm(60);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, (off_t)(4 * ps)), 0);
+	ck_assert_int_eq(fsetxattr(fd, "user.app", "mine", 4, 0), 0);
 	ck_assert_int_eq(vrange_region_adopt(fd, 0, &r), 0);
-	/* Adopting formats nothing: the file keeps its size. */
 	ck_assert_int_eq(fstat(fd, &st), 0);
 	ck_assert_int_eq(st.st_size, (off_t)(4 * ps));
 	ck_assert_uint_eq(vrange_region_size(r), 4 * ps);
@@ -976,22 +998,201 @@ START_TEST(foreign_memfd_stays_local)
 	memset(vrange_region_base(r), 0x44, 4 * ps);
 
 	ck_assert_int_eq(vrange_mark_volatile(r, 0, 2 * ps), 0);
-	ck_assert_int_eq(vrange_is_volatile(r, 0, ps), 1);
-	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 0, 4 * ps, 0), 0);
-	ck_assert_int_eq(helper_call(&h, OP_FD_ISVOL, 0, 4 * ps, 0), 0);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 0, ps, 0), 1);
+	ck_assert_int_eq(helper_call(&h, OP_FD_ISVOL, ps, ps, 0), 1);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 2 * ps, 2 * ps, 0), 0);
 	ck_assert_int_eq(helper_call(&h, OP_MARK, 2 * ps, ps, 0), 0);
-	ck_assert_int_eq(vrange_is_volatile(r, 2 * ps, ps), 0);
-	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 2 * ps, ps, 0), 1);
-	/* The helper's purge knows only its own page. */
-	ck_assert_int_eq(helper_call(&h, OP_PURGE, 0, 0, 0), (int64_t)ps);
-	ck_assert(all_bytes((unsigned char *)vrange_region_base(r) + 2 * ps, ps, 0));
-	ck_assert(all_bytes(vrange_region_base(r), 2 * ps, 0x44));
+	ck_assert_int_eq(vrange_is_volatile(r, 2 * ps, ps), 1);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, 3 * ps, ps), 0);
+	/* The helper's purge reaches every page the two marked. */
+	ck_assert_int_ge(helper_call(&h, OP_PURGE, 0, 0, 0), (int64_t)(3 * ps));
+	ck_assert(all_bytes(vrange_region_base(r), 3 * ps, 0));
+	ck_assert(all_bytes((unsigned char *)vrange_region_base(r) + 3 * ps, ps, 0x44));
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, ps), VRANGE_PURGED);
+	ck_assert_int_eq(helper_call(&h, OP_UNMARK, ps, 2 * ps, 0), VRANGE_PURGED);
 	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, 4 * ps), VRANGE_INTACT);
-	ck_assert_int_eq(helper_call(&h, OP_UNMARK, 0, 4 * ps, 0), VRANGE_PURGED);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 0, 4 * ps, 0), 0);
 	helper_stop(&h);
 	vrange_region_destroy(r);
 	ck_assert_int_eq(fstat(fd, &st), 0);
 	ck_assert_int_eq(st.st_size, (off_t)(4 * ps));
+	ck_assert_int_eq(fgetxattr(fd, "user.app", app, sizeof(app)), 4);
+	ck_assert_str_eq(app, "mine");
+	close(fd);
+}
+END_TEST
+
+/*
+ * fork: parent and child share a foreign file's state.  The child purges
+ * what the parent marked (through the file layer and through vrange() on
+ * the parent's own mapping): the parent is told VRANGE_PURGED, never
+ * VRANGE_INTACT over zeros.  What the child marks, the parent sees.
+ */
+START_TEST(foreign_fork_child_purges)
+{
+	int fd = memfd_create("foreign-fork", MFD_CLOEXEC), purged = -1, st;
+	unsigned char *m;
+	pid_t pid;
+
+	alarm(60);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(4 * ps)), 0);
+	m = mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	memset(m, 0x55, 4 * ps);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(2 * ps)), 0);
+	ck_assert_int_eq(vrange(m + 2 * ps, ps, VRANGE_VOLATILE, NULL), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		ssize_t got = vrange_purge(SIZE_MAX);
+
+		if (vrange_fd_mark_volatile(fd, (off_t)(3 * ps), (off_t)ps) < 0)
+			_exit(2);
+		_exit(got >= (ssize_t)(3 * ps) ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, (off_t)(3 * ps), (off_t)ps), 1);
+	ck_assert(all_bytes(m, 3 * ps, 0));
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps), VRANGE_PURGED);
+	ck_assert_int_eq(vrange(m + ps, 2 * ps, VRANGE_NONVOLATILE, &purged), 0);
+	ck_assert_int_eq(purged, 1);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(4 * ps)), VRANGE_INTACT);
+	ck_assert(all_bytes(m + 3 * ps, ps, 0x55));
+	munmap(m, 4 * ps);
+	ck_assert_int_eq(vrange_fd_forget(fd), 0);
+	close(fd);
+}
+END_TEST
+
+/* A /dev/shm file each process opens by its name shares one state. */
+START_TEST(foreign_shm_name_two_processes)
+{
+	vrange_region *r = NULL;
+	struct helper h;
+	char name[64];
+	int fd;
+
+	alarm(60);
+	foreign_shm_name(name, sizeof(name), getpid());
+	fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(2 * ps)), 0);
+	ck_assert_int_eq(vrange_region_adopt(fd, 0, &r), 0);
+	memset(vrange_region_base(r), 0x66, 2 * ps);
+	h = helper_start(1);
+	ck_assert_int_eq(helper_call(&h, OP_OPEN_SHM, 0, 0, 0), 0);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)ps), 0);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 0, 2 * ps, 0), 1);
+	ck_assert_int_eq(helper_call(&h, OP_MARK, ps, ps, 0), 0);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, (off_t)ps, (off_t)ps), 1);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(2 * ps));
+	ck_assert_int_eq(helper_call(&h, OP_CHECK, 0, 2 * ps, 0), 1);
+	ck_assert_int_eq(helper_call(&h, OP_UNMARK, 0, ps, 0), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, ps, ps), VRANGE_PURGED);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 0, 2 * ps, 0), 0);
+	helper_stop(&h);
+	vrange_region_destroy(r);
+	vrange_fd_forget(fd);
+	unlink(name);
+	close(fd);
+}
+END_TEST
+
+/*
+ * A foreign file's state grows with it: the file is enlarged after
+ * another process attached, and marked in more pieces than its first
+ * arena holds.  The other process follows, and so does a new one.
+ */
+START_TEST(foreign_state_grows)
+{
+	const size_t npg = 20000;
+	int fd = memfd_create("foreign-grow", MFD_CLOEXEC), st;
+	struct helper h;
+	pid_t pid;
+
+	alarm(120);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)ps), 0);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)ps), 0);
+	h = helper_start(1);
+	ck_assert_int_eq(helper_adopt(&h, fd, 0), 0);
+	ck_assert_int_eq(helper_call(&h, OP_FD_ISVOL, 0, ps, 0), 1);
+	/* Larger, and marked every other page (untouched: costs nothing). */
+	ck_assert_int_eq(ftruncate(fd, (off_t)(npg * ps)), 0);
+	for (size_t i = 0; i < npg; i += 2)
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, (off_t)(i * ps), (off_t)ps), 0);
+	ck_assert_int_eq(helper_call(&h, OP_FD_ISVOL, (npg - 2) * ps, ps, 0), 1);
+	ck_assert_int_eq(helper_call(&h, OP_FD_ISVOL, (npg - 1) * ps, ps, 0), 0);
+	ck_assert_int_eq(helper_call(&h, OP_FD_MARK, (npg - 1) * ps, ps, 0), 0);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, (off_t)((npg - 1) * ps), (off_t)ps), 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(vrange_fd_is_volatile(fd, (off_t)((npg - 3) * ps), (off_t)ps) == 0 &&
+		      vrange_fd_is_volatile(fd, (off_t)((npg - 4) * ps), (off_t)ps) == 1 &&
+		      vrange_fd_mark_volatile(fd, (off_t)((npg - 3) * ps), (off_t)ps) == 0
+			      ? 0 : 1);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	ck_assert_int_eq(helper_call(&h, OP_FD_ISVOL, (npg - 3) * ps, ps, 0), 1);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(npg * ps)), VRANGE_INTACT);
+	ck_assert_int_eq(helper_call(&h, OP_FD_ISVOL, 0, npg * ps, 0), 0);
+	helper_stop(&h);
+	ck_assert_int_eq(vrange_fd_forget(fd), 0);
+	close(fd);
+}
+END_TEST
+
+/*
+ * Where the file takes no attribute (here: a tmpfs with no room left for
+ * one), a foreign file keeps process-local state, as documented: it works
+ * within the process, carries no attribute, and another process does not
+ * see its marks.
+ */
+START_TEST(foreign_xattr_refused_local)
+{
+	char dir[] = "/tmp/vrange-noxattr-XXXXXX", path[96], xa[8];
+	struct helper h;
+	unsigned char *m;
+	int fd;
+
+	h = helper_start(1); /* in the real mount namespace (see no_named_files) */
+	if (!mkdtemp(dir)) {
+		helper_stop(&h);
+		TEST_SKIP("mkdtemp: %s", strerror(errno));
+	}
+	if (unshare(CLONE_NEWNS) < 0 ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "nr_inodes=2,size=1m") < 0) {
+		helper_stop(&h);
+		rmdir(dir);
+		TEST_SKIP("cannot mount a private tmpfs: %s", strerror(errno));
+	}
+	alarm(60);
+	snprintf(path, sizeof(path), "%s/f", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	if (fsetxattr(fd, "user.probe", "x", 1, 0) == 0 || errno != ENOSPC) {
+		helper_stop(&h);
+		TEST_SKIP("this tmpfs still takes an xattr");
+	}
+	ck_assert_int_eq(ftruncate(fd, (off_t)(2 * ps)), 0);
+	m = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	memset(m, 0x77, 2 * ps);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(2 * ps)), 0);
+	ck_assert_int_eq(fgetxattr(fd, "user.vrange", xa, sizeof(xa)), -1);
+	ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)ps), 1);
+	ck_assert_int_eq(helper_adopt(&h, fd, 0), 0);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, 0, 2 * ps, 0), 0);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(2 * ps));
+	ck_assert(all_bytes(m, 2 * ps, 0));
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(2 * ps)), VRANGE_PURGED);
+	helper_stop(&h);
+	munmap(m, 2 * ps);
+	ck_assert_int_eq(vrange_fd_forget(fd), 0);
 	close(fd);
 }
 END_TEST
@@ -1489,6 +1690,73 @@ END_TEST
  * Adopting may fail (-errno) or make the file foreign; it may not crash,
  * hang, or give a region larger than the file (touching it would SIGBUS).
  */
+/*
+ * A foreign file's metadata names its arena's present size in its header
+ * (page 0 of the metadata file; offsets as in shared_file.c): a size that
+ * shrinks, or that the file does not hold, is -EIO for this process and
+ * for one that attaches - never a crash - and the file works again once
+ * the header is right.
+ */
+#define FOREIGN_CUR_ARENA_OFF 56
+START_TEST(foreign_hostile_arena_size)
+{
+	int fd = memfd_create("foreign-hostile", MFD_CLOEXEC), mfd = -1;
+	uint64_t good, bad[3];
+	struct xa x;
+	struct stat st;
+	struct helper h;
+	DIR *d;
+	struct dirent *e;
+
+	alarm(60);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(4 * ps)), 0);
+	ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(2 * ps)), 0);
+	ck_assert_int_gt(fgetxattr(fd, "user.vrange", &x, sizeof(x)), 0);
+	ck_assert_uint_eq(x.user_size, 0); /* a foreign file's: its own size */
+	d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) && mfd < 0) {
+		char path[64];
+		int n = atoi(e->d_name);
+
+		if (e->d_name[0] == '.' || n == dirfd(d) || fstat(n, &st) < 0 ||
+		    (uint64_t)st.st_dev != x.meta_dev || (uint64_t)st.st_ino != x.meta_ino)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", n);
+		mfd = open(path, O_RDWR | O_CLOEXEC);
+	}
+	closedir(d);
+	ck_assert_int_ge(mfd, 0);
+	ck_assert_int_eq(pread(mfd, &good, sizeof(good), FOREIGN_CUR_ARENA_OFF),
+			 (ssize_t)sizeof(good));
+	ck_assert_int_eq(fstat(mfd, &st), 0);
+	ck_assert_uint_eq(good + ps, (uint64_t)st.st_size);
+	bad[0] = good / 2;                /* shrinks */
+	bad[1] = good * 2;                /* more than the file holds */
+	bad[2] = UINT64_MAX - ps + 1;     /* absurd */
+	h = helper_start(1);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(pwrite(mfd, &bad[i], sizeof(bad[i]), FOREIGN_CUR_ARENA_OFF),
+				 (ssize_t)sizeof(bad[i]));
+		ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)ps), -EIO);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps), -EIO);
+		if (i == 0)
+			ck_assert_int_eq(helper_adopt(&h, fd, 0), -EIO);
+		ck_assert_int_eq(pwrite(mfd, &good, sizeof(good), FOREIGN_CUR_ARENA_OFF),
+				 (ssize_t)sizeof(good));
+		ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)ps), 1);
+	}
+	ck_assert_int_eq(helper_adopt(&h, fd, 0), 0);
+	ck_assert_int_eq(helper_call(&h, OP_ISVOL, ps, ps, 0), 1);
+	helper_stop(&h);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(4 * ps)), VRANGE_INTACT);
+	ck_assert_int_eq(vrange_fd_forget(fd), 0);
+	close(mfd);
+	close(fd);
+}
+END_TEST
+
 START_TEST(hostile_xattr)
 {
 	const size_t npages = 8;
@@ -2106,9 +2374,17 @@ Suite *test_suite(void)
 	tc = tcase_create("recognition");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	ADD(tc, recognise_library_file);
-	ADD(tc, foreign_memfd_stays_local);
 	ADD(tc, user_size_unchanged);
 	ADD(tc, no_named_files);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("foreign");
+	tcase_add_checked_fixture(tc, setup, NULL);
+	ADD(tc, foreign_memfd_shared);
+	ADD(tc, foreign_fork_child_purges);
+	ADD(tc, foreign_shm_name_two_processes);
+	ADD(tc, foreign_state_grows);
+	ADD(tc, foreign_xattr_refused_local);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("hostile");
@@ -2118,6 +2394,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, hostile_random_blocks);
 	tcase_add_test(tc, hostile_lock_word);
 	ADD(tc, hostile_xattr);
+	ADD(tc, foreign_hostile_arena_size);
 	tcase_add_test(tc, hostile_live_scribbler);
 	suite_add_tcase(s, tc);
 

@@ -277,7 +277,7 @@ static uint64_t now_ns(void)
 }
 
 /* Copy the whole arena, check it, walk it.  0 or -EIO. */
-static int read_tree(int sfd, size_t arena_bytes, struct vc_object *o,
+static int read_tree(int sfd, size_t arena_bytes, off_t at, struct vc_object *o,
 		     enum vc_depth depth)
 {
 	void *buf = aligned_alloc(64, (arena_bytes + 63) & ~(size_t)63);
@@ -292,7 +292,7 @@ static int read_tree(int sfd, size_t arena_bytes, struct vc_object *o,
 		free(o->ranges);
 		o->ranges = NULL;
 		o->nr = o->nranges = 0;
-		if (!read_exact(sfd, buf, arena_bytes, 0))
+		if (!read_exact(sfd, buf, arena_bytes, at))
 			break;
 		if (rt_attach(&tree, buf, arena_bytes) < 0 || rt_check(&tree) < 0)
 			continue;
@@ -356,24 +356,29 @@ static void read_state(pid_t pid, struct vc_object *o, enum vc_depth depth)
 {
 	struct stat st;
 	uint64_t arena;
+	off_t at = 0;
 	unsigned char hdr[RT_HDR_COPY_BYTES] __attribute__((aligned(64)));
 	int sfd = vc_open_proc_fd(pid, o->pf.state_fd, O_RDONLY, false, &st);
 
 	if (sfd < 0)
 		return;
 	arena = (uint64_t)st.st_size;
-	if (o->pf.flags & PUB_SHARED)
+	/* A library file's arena comes first, a foreign file's after the
+	 * header page (it grows: shared_file.h). */
+	if (o->pf.flags & (PUB_SHARED | PUB_FOREIGN_SHARED))
 		arena = arena > vr_page_size ? arena - vr_page_size : 0;
+	if (o->pf.flags & PUB_FOREIGN_SHARED)
+		at = (off_t)vr_page_size;
 	if (arena < RT_HDR_COPY_BYTES || arena > MAX_ARENA_BYTES)
 		goto out;
 	if (depth == VC_TOTALS && !(o->pf.flags & PUB_ANON)) {
 		memset(hdr, 0, sizeof(hdr));
-		if (read_exact(sfd, hdr, sizeof(hdr), 0) &&
+		if (read_exact(sfd, hdr, sizeof(hdr), at) &&
 		    rt_peek_totals(hdr, arena, &o->vol_pages, &o->purged_pages) == 0)
 			o->readable = true;
 		goto out;
 	}
-	o->readable = read_tree(sfd, arena, o, depth) == 0;
+	o->readable = read_tree(sfd, arena, at, o, depth) == 0;
 	if (o->readable && (o->pf.flags & PUB_ANON))
 		o->resident_bytes = anon_resident(pid, o);
 	if (depth < VC_RANGES) {
@@ -387,12 +392,16 @@ out:
 
 static bool entry_ok(const struct pub_file *e)
 {
-	const uint32_t known = PUB_SHARED | PUB_ANON | PUB_FD_LAYER | PUB_CACHE;
+	const uint32_t known = PUB_SHARED | PUB_ANON | PUB_FD_LAYER | PUB_CACHE |
+			       PUB_FOREIGN_SHARED;
 
 	if (e->flags & ~known)
 		return false;
+	if ((e->flags & PUB_SHARED) && (e->flags & PUB_FOREIGN_SHARED))
+		return false;
 	if (e->flags & PUB_ANON)
-		return e->user_fd == -1 && !(e->flags & PUB_SHARED);
+		return e->user_fd == -1 &&
+		       !(e->flags & (PUB_SHARED | PUB_FOREIGN_SHARED));
 	return e->user_fd >= 0;
 }
 

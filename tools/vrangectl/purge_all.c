@@ -100,11 +100,13 @@ int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
 		for (size_t k = 0; k < procs[i].nobj; k++) {
 			const struct vc_object *o = &procs[i].obj[k];
 
-			if ((o->pf.flags & PUB_SHARED) && attach(&procs[i], o, h, nh)) {
+			bool reach = o->pf.flags & (PUB_SHARED | PUB_FOREIGN_SHARED);
+
+			if (reach && attach(&procs[i], o, h, nh)) {
 				h[nh++].proc = i;
 				continue;
 			}
-			if (!(o->pf.flags & PUB_SHARED))
+			if (!reach)
 				res->unreachable_bytes += vc_bytes(o->vol_pages);
 		}
 	}
