@@ -173,6 +173,11 @@ struct vrange_stats {
 	uint64_t refills;             /**< pages restored by refill callbacks */
 	char pressure_source[32];     /**< the monitor's source, "none" if none */
 	char access_fallback[32];     /**< "" or why SIGBUS mode is unavailable */
+	uint64_t sigbus_fallbacks;    /**< SIGBUS-mode mappings known now that
+				       *   the kernel would not arm: purged pages
+				       *   read zeros there (read-only fd, the
+				       *   application's own userfaultfd) */
+	char sigbus_fallback[32];     /**< "" or why the last of them fell back */
 };
 
 /** Fill @p out with the library's counters.  See vrange_get_stats(3). */
@@ -182,33 +187,7 @@ int vrange_get_stats(struct vrange_stats *out);
 
 /* ------------------------------------------------------------------------ */
 /** @defgroup cache Purgeable cache: key -> value on volatile memory
- *
- * Values are copied into pages of library regions (memfds the cache maps
- * itself) that are volatile whenever no value on them is held.  Small
- * values (up to half a page) are packed several to a page in size classes
- * of powers of two; a larger value has pages of its own.  A page is
- * volatile only while none of its values is held, so purging a page may
- * drop several entries.  The pages join the one purge order of the process
- * at the cache's priority, and count in vrange_get_stats() volatile_bytes
- * and purged_bytes, in the budget and for the monitor, but not in
- * `regions`.
- *
- * A held value (between a successful vrange_cache_get() and its
- * vrange_cache_release()) is never discarded and never moves.  get of a
- * key any byte of whose value was discarded drops the entry and misses:
- * the cache never returns a value with a lost byte.
- *
- * Released values become volatile lazily (see VRANGE_CACHE_EAGER): a value
- * got again soon after its release is held and released with one atomic
- * operation on its page's word each, and every purge in the process first
- * makes the deferred values volatile, so no purge of this process finds
- * released memory it could not take.
- *
- * All functions are thread-safe.  Keys are spread over 64 independently
- * locked shards, so lookups of different keys rarely share a lock; holds
- * and releases take no lock unless the page's state changes.  None of them
- * is async-signal-safe (they allocate and take locks).  After fork() a
- * child must not use a cache another thread of the parent was using.
+ * See vrange_cache_create(3), vrange_cache_get(3), vrange_cache_reserve(3).
  * @{ */
 
 /** Opaque handle of a cache. */
@@ -225,115 +204,45 @@ struct vrange_cache_opts {
 	unsigned flags;      /**< 0 or VRANGE_CACHE_EAGER */
 };
 
-/**
- * Cache flag: make a value's pages volatile at its last release, always.
- * By default up to 8 MiB of released values (and 4 MiB of freed pages) per
- * cache stay non-volatile for a while, so that a value used again soon is
- * held and released with one atomic operation each; every purge in the
- * process (vrange_purge(), the monitor, the budget) and vrange_get_stats()
- * first makes them volatile, so only another process's purge (vrangectl)
- * can find them not yet volatile.
- */
+/** Cache flag: volatile at the last release, not lazily; see vrange_cache_create(3). */
 #define VRANGE_CACHE_EAGER (1u << 0)
 
-/**
- * Create an empty cache.  No memory is mapped until the first value.
- * @param opts NULL for defaults (no name, no cap, priority 0).
- * @param out  receives the cache; untouched on failure.
- * @return 0; -EINVAL NULL out, opts->struct_size smaller than the first
- *         layout or unknown flags; -ENOMEM.
- */
+/** Create an empty cache; opts NULL for the defaults.  See
+ * vrange_cache_create(3). */
 int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out);
 
-/**
- * Destroy a cache: every entry, its regions and bookkeeping.  Must not race
- * with other calls on the same cache.
- * @return 0 (also for NULL); -EBUSY while a value is held or reserved (the
- *         cache is then left intact).
- */
+/** Free a cache and every entry; -EBUSY while a value is held or reserved.
+ * See vrange_cache_destroy(3). */
 int vrange_cache_destroy(vrange_cache *c);
 
-/**
- * Copy @p vlen bytes from @p val into the cache under the key of @p klen
- * bytes, replacing any entry of that key.  The new entry starts released
- * (volatile, as after a release).  A held copy of a replaced value stays valid until released.
- * With max_bytes set, least recently used released entries are evicted
- * until the stored value bytes (held ones included) fit; the new entry is
- * never evicted by its own put, so when every other entry is held the
- * cache stays over the cap until a later put or release can evict.
- * @return 0; -EINVAL NULL cache, key or val, klen 0 or > 4096, vlen 0;
- *         -E2BIG vlen > max_bytes; -ENOMEM; another -errno from creating a
- *         region (memfd_create, mmap); -EIO the pages' state could not be
- *         read.  Nothing changed on failure.
- */
+/** Copy a value in under a key, replacing its entry; starts released.  See
+ * vrange_cache_put(3). */
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 		     const void *val, size_t vlen);
 
-/**
- * Look a key up and hold its value: *val and *vlen receive the value, which
- * stays in place and intact until vrange_cache_release(c, *val).  Several
- * holders of one value may coexist; each releases once.  A value any byte
- * of which was discarded is dropped (counted in purged_entries) and the call
- * misses.  A hit makes the entry the most recently used.
- * @return 0 hit; -ENOENT miss (counted in misses); -EINVAL NULL cache, key,
- *         val or vlen, klen 0 or > 4096; -ENOMEM/-EIO from the page's state
- *         (the entry is left as it was).  *val, *vlen untouched on failure.
- */
+/** Look a key up and hold its value until released; -ENOENT on a miss.
+ * See vrange_cache_get(3). */
 int vrange_cache_get(vrange_cache *c, const void *key, size_t klen,
 		     const void **val, size_t *vlen);
 
-/**
- * Release one hold of a value obtained from vrange_cache_get().  After the
- * last release of the last held value on a page, the page is volatile (at
- * once with VRANGE_CACHE_EAGER; else before the next purge, see above).
- * Releasing a value concurrently with its own last release (a release too
- * many racing with the last one) is undefined.
- * With max_bytes set, a release also evicts released entries over the cap.
- * @param val exactly the pointer get returned.
- * @return 0; -EINVAL NULL cache, a pointer not obtained from get on this
- *         cache (interior pointers included), or one release more than
- *         gets.
- */
+/** End one hold of a value vrange_cache_get() returned.  See
+ * vrange_cache_release(3). */
 int vrange_cache_release(vrange_cache *c, const void *val);
 
-/**
- * Remove a key.  A held value stays valid until released (later gets
- * miss; destroy is -EBUSY until then).
- * @return 0; -ENOENT no such key (or its value was found discarded now);
- *         -EINVAL NULL cache or key, klen 0 or > 4096.
- */
+/** Remove a key's entry; a held value stays valid until released.  See
+ * vrange_cache_remove(3). */
 int vrange_cache_remove(vrange_cache *c, const void *key, size_t klen);
 
-/**
- * Fill in place: reserve @p vlen bytes for the key and get in *buf a
- * writable buffer inside the cache's memory, for a decoder to write the
- * value straight into (no copy).  The buffer is held (non-volatile) and
- * invisible to get until vrange_cache_commit(); vrange_cache_abort() drops
- * it.  Its contents start undefined.  A reservation counts as held for
- * destroy (-EBUSY) and is not a value for release (-EINVAL).
- * @return 0; -EINVAL NULL cache, key or buf, klen 0 or > 4096, vlen 0;
- *         -E2BIG vlen > max_bytes; -ENOMEM, -EIO or a region's -errno as
- *         for put.  *buf untouched on failure.
- */
+/** Reserve a held buffer in the cache to fill a value in place.  See
+ * vrange_cache_reserve(3). */
 int vrange_cache_reserve(vrange_cache *c, const void *key, size_t klen,
 			 size_t vlen, void **buf);
 
-/**
- * Publish a reserved buffer as the key's value, exactly as vrange_cache_put
- * would with those bytes (replaces, starts released, enforces max_bytes).
- * The buffer must not be touched afterwards unless held through get.
- * @param buf exactly the pointer reserve returned.
- * @return 0; -EINVAL NULL cache or a pointer that is not an open
- *         reservation of this cache; -ENOMEM no memory for the key's table
- *         (the reservation stays open: commit again or abort).
- */
+/** Publish a reserved buffer as its key's value, as put would.  See
+ * vrange_cache_commit(3). */
 int vrange_cache_commit(vrange_cache *c, void *buf);
 
-/**
- * Drop a reservation without publishing it; the key's current entry, if
- * any, is unchanged.
- * @return 0; -EINVAL NULL cache or not an open reservation of this cache.
- */
+/** Drop a reservation unpublished.  See vrange_cache_abort(3). */
 int vrange_cache_abort(vrange_cache *c, void *buf);
 
 /** Counters returned by vrange_cache_get_stats(); later versions append. */
@@ -348,12 +257,8 @@ struct vrange_cache_stats {
 	uint64_t evictions;       /**< entries evicted to keep under max_bytes */
 };
 
-/**
- * Read a cache's counters.  Reads out->struct_size first and fills only
- * the fields that fit in it.
- * @return 0; -EINVAL NULL cache or out, struct_size smaller than the first
- *         layout.
- */
+/** Read a cache's counters, as many as out->struct_size holds.  See
+ * vrange_cache_get_stats(3). */
 int vrange_cache_get_stats(vrange_cache *c, struct vrange_cache_stats *out);
 
 /** @} */

@@ -43,6 +43,7 @@
 #include "file_state.h"
 #include "seqlock.h"
 #include "shmem.h"
+#include "sigbus_fixup.h"
 #include "uffd_purge.h"
 #include "unmap_events.h"
 #include "vma_query.h"
@@ -227,6 +228,17 @@ static bool known_get(uintptr_t addr, struct known *out)
 	return found;
 }
 
+struct vfile *anymap_file_at(const void *addr, uint64_t *page)
+{
+	struct known k;
+	uintptr_t a = (uintptr_t)addr;
+
+	if (!known_get(a, &k) || !k.file || a >= k.end)
+		return NULL;
+	*page = k.pgoff + ((a - k.start) >> vr_page_shift);
+	return k.file;
+}
+
 /* Copy of the first entry of the kind (files or anonymous) that ends
  * above addr; false if none.  Takes no lock. */
 static bool known_next(uintptr_t addr, bool files, struct known *out)
@@ -260,6 +272,7 @@ static void drop_map(struct vfile *f, struct vmap *m)
 {
 	if (!m)
 		return;
+	uffd_forget_map(f, m);
 	vfile_del_map(f, m);
 	free(m);
 }
@@ -439,10 +452,11 @@ static int open_mapped_file(const struct vma *v)
 }
 
 /*
- * In SIGBUS mode a purge of the file arms this mapping too (contract 5:
- * every application mapping passed to vrange()).  Where it cannot be
- * registered (a read-only descriptor's mapping: EPERM; the application's
- * own userfaultfd: EBUSY) the purge goes on and the mapping reads zeros.
+ * In SIGBUS mode this mapping signals where any process purged the file
+ * (contract 5: every application mapping passed to vrange()).  Where it
+ * cannot be registered (a read-only descriptor's mapping: EPERM; the
+ * application's own userfaultfd: EBUSY) the purge goes on and the mapping
+ * reads zeros; the stats count it (uffd_arm).
  */
 static struct vmap *arm_map(struct vfile *f, const struct vma *v,
 			    const struct known *k)
@@ -455,7 +469,9 @@ static struct vmap *arm_map(struct vfile *f, const struct vma *v,
 	m->first = (size_t)v->offset + (k->start - v->start);
 	m->size = m->first + (k->end - k->start);
 	m->sigbus = true;
+	sigbus_fixup_install(); /* stale markers another process left */
 	vfile_add_map(f, m);
+	uffd_arm(f, m, false);
 	return m;
 }
 

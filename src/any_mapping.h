@@ -33,6 +33,15 @@ void anymap_discard(struct vfile *f, uint64_t start, uint64_t end,
 int anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
 
 /*
+ * The file and file page behind addr, if addr lies in an application
+ * shared-file mapping vrange() knows; NULL otherwise.  No lock, no
+ * allocation: async-signal-safe (the SIGBUS fixup).  No reference is
+ * taken: the caller is a thread that faulted on that mapping, so it is
+ * still there.
+ */
+struct vfile *anymap_file_at(const void *addr, uint64_t *page) VR_HIDDEN;
+
+/*
  * Notice what the application unmapped or replaced since: file entries
  * whose address maps something else are dropped (with their reference),
  * anonymous state of memory that is gone is forgotten, and files nothing

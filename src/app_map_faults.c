@@ -133,7 +133,7 @@ void appmap_after_discard(struct vfile *f, struct vmap *m, size_t off, size_t le
 	/* A piece that cannot be looked up now keeps its registration, which
 	 * raises SIGBUS as the markers would; unmarking drops it. */
 	if (on_held(f, m, off, len, after_discard_op, NULL) < 0)
-		atomic_store(&m->armed, true);
+		atomic_store(&m->reg_stayed, true);
 }
 
 int appmap_unpoison(struct vfile *f, struct vmap *m, size_t off, size_t len)

@@ -504,6 +504,32 @@ static int entry_reserve(vrange_cache *c, const void *key, size_t klen,
 	return 0;
 }
 
+/*
+ * Drop a put's own hold of b (a reservation's, or an in-place copy's),
+ * after the shard lock.  The value may have been removed meanwhile: a
+ * one-value block's holds are its value's, so that was its last hold -
+ * free it here, as its last release would; a small value's block may be
+ * left empty - free that.
+ */
+static void put_drop(vrange_cache *c, struct cblock *b)
+{
+	struct centry *e;
+	bool requeue;
+
+	if (chold_release_value(c, b) != 1) {
+		/* Its last value may have gone while this hold kept the block
+		 * (see vrange_cache_release): free it now then. */
+		if (atomic_load(&b->used) == 0)
+			cpages_requeue(&c->pages, b);
+		return;
+	}
+	pthread_mutex_lock(&b->lock);
+	e = atomic_load(&b->slot[0]);
+	requeue = cpages_clear_slot(b, 0);
+	pthread_mutex_unlock(&b->lock);
+	entry_finish(c, e, b, requeue);
+}
+
 /* Publish a reserved entry, replacing the key's old one; drops the
  * reservation's hold.  -ENOMEM (the shard's first table could not be had):
  * nothing done, e still reserved. */
@@ -541,7 +567,7 @@ static int entry_commit(vrange_cache *c, struct centry *e)
 		pthread_mutex_unlock(&ob->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
-	chold_drop(c, b); /* the reservation's hold */
+	put_drop(c, b); /* the reservation's hold */
 	entry_finish(c, gone, ob, requeue);
 	enforce_cap(c, e);
 	return 0;
@@ -561,6 +587,57 @@ static void entry_abort(vrange_cache *c, struct centry *e)
 	entry_finish(c, e, b, requeue);
 }
 
+/*
+ * A put over a released value that a new one of its size would replace:
+ * copy it where the old one lies, without a slot to allocate and one to
+ * free.  Nobody can hold the old value meanwhile: holds start under the
+ * shard lock, held here, and this put's own hold keeps its pages
+ * non-volatile.  -EAGAIN: not such a put (or the old value proved purged,
+ * or its pages' state could not be had): take a new slot.
+ */
+static int put_in_place(vrange_cache *c, const void *key, size_t klen,
+			const void *val, size_t vlen)
+{
+	uint64_t h = key_hash(key, klen);
+	struct cshard *s = shard_of(c, h);
+	struct centry **l, *e = NULL;
+	struct cblock *b = NULL;
+	int64_t d;
+
+	pthread_mutex_lock(&s->lock);
+	l = shard_find(s, h, key, klen);
+	if (!l)
+		goto out;
+	e = *l;
+	b = e->block;
+	if (entry_holds(e) || atomic_load(&e->dead) || !cpages_fits(b, vlen) ||
+	    chold_take(c, b) < 0) {
+		e = NULL;
+		goto out;
+	}
+	if (atomic_load_explicit(&e->dead, memory_order_acquire)) {
+		chold_drop(c, b); /* found purged by that hold: a new slot */
+		e = NULL;
+		goto out;
+	}
+	memcpy(cblock_ptr(b, e->slot), val, vlen);
+	d = (int64_t)vlen - (int64_t)e->vlen;
+	relaxed_add(&s->bytes, d);
+	if (c->max_bytes)
+		atomic_fetch_add(&c->live_bytes, (uint64_t)d);
+	e->vlen = vlen;
+	lru_touch(c, e, true);
+out:
+	pthread_mutex_unlock(&s->lock);
+	if (!e)
+		return -EAGAIN;
+	/* e may be removed (and freed) from here on: b, not e->block; e is
+	 * only compared with. */
+	put_drop(c, b);
+	enforce_cap(c, e);
+	return 0;
+}
+
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 		     const void *val, size_t vlen)
 {
@@ -569,6 +646,11 @@ int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 
 	if (!c || bad_key(key, klen) || !val || vlen == 0)
 		return -EINVAL;
+	if (c->max_bytes && vlen > c->max_bytes)
+		return -E2BIG;
+	ret = put_in_place(c, key, klen, val, vlen);
+	if (ret != -EAGAIN)
+		return ret;
 	ret = entry_reserve(c, key, klen, vlen, &e);
 	if (ret < 0)
 		return ret;

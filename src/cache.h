@@ -139,6 +139,9 @@ bool cpages_busy(struct cpages *p) VR_HIDDEN;
  */
 int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
 		 struct cblock **b, uint32_t *slot, bool *held) VR_HIDDEN;
+/* Would a value of vlen bytes get a slot of b's size (class or pages)?
+ * b is held, or its entry's shard locked. */
+bool cpages_fits(const struct cblock *b, size_t vlen) VR_HIDDEN;
 /* Empty slot (under b->lock).  True if the block must be requeued. */
 bool cpages_clear_slot(struct cblock *b, uint32_t slot) VR_HIDDEN;
 /* Fix b's list membership or give its pages back (allocator lock). */

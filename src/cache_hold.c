@@ -100,6 +100,11 @@ static void cool_locked(struct cblock *b)
  * it was pushed: then the entry is stale). */
 static void ring_pop_one(struct cring_slot o)
 {
+	/* A generation other than the one pushed is final (it only grows):
+	 * the block was freed or reused meanwhile, nothing to cool - and no
+	 * lock to take on its cold meta.  Equal, it is checked again locked. */
+	if (__atomic_load_n(&o.b->gen, __ATOMIC_RELAXED) != o.gen)
+		return;
 	pthread_mutex_lock(&o.b->lock);
 	if (o.b->chunk && o.b->gen == o.gen)
 		cool_locked(o.b);

@@ -366,7 +366,8 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->nslots = nslots;
 	atomic_store_explicit(&b->used, 0, memory_order_relaxed);
 	b->cls = cls;
-	b->gen++;
+	/* Read unlocked by ring pops (cache_hold.c): a plain store would race. */
+	__atomic_store_n(&b->gen, b->gen + 1, __ATOMIC_RELAXED);
 	/* Pages never marked (or pooled) are held without a mark call. */
 	atomic_store(&b->state, hot ? BS_HOT | BS_HOLD : 0);
 	*held = hot;
@@ -466,6 +467,14 @@ int cpages_alloc(struct cpages *p, size_t vlen, struct centry *e,
 out:
 	pthread_mutex_unlock(&p->lock);
 	return ret;
+}
+
+bool cpages_fits(const struct cblock *b, size_t vlen)
+{
+	if (vlen <= vr_page_size / 2)
+		return b->cls >= 0 && class_of(vlen) == (unsigned int)b->cls;
+	return b->cls < 0 &&
+	       ((vlen + vr_page_size - 1) >> vr_page_shift) == b->npages;
 }
 
 bool cpages_clear_slot(struct cblock *b, uint32_t slot)

@@ -18,6 +18,7 @@
 #include "publish.h"
 #include "purge.h"
 #include "region.h"
+#include "uffd_purge.h"
 #include "vrange.h"
 
 /* One purger at a time keeps the global order and the counters exact. */
@@ -94,6 +95,7 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 	vr_init_basic();
 	/* Caches defer making released values volatile: not past a purge. */
 	cache_flush_all();
+	uffd_rearm(); /* a fork child's mappings: before any lock */
 	pthread_mutex_lock(&purge_lock);
 	/* What the application unmapped since is forgotten, not purged. */
 	anymap_sweep_for_purge();
@@ -159,6 +161,7 @@ ssize_t vrange_region_purge(vrange_region *r)
 
 	if (!r)
 		return -EINVAL;
+	uffd_rearm(); /* a fork child's mappings: before any lock */
 	pthread_mutex_lock(&purge_lock);
 	do
 		rc = vfile_purge_oldest(r->file, UINT64_MAX, &all, &freed, &pages);

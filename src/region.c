@@ -212,18 +212,18 @@ static int region_open(int fd, size_t size, unsigned int access,
 		sigbus_fixup_install();
 	r->map.region = r;
 	vfile_add_map(r->file, &r->map);
-	/* Pages purged before this mapping existed must signal in it too.
-	 * Nobody can touch it yet (not returned, not in the table). */
-	if (r->map.sigbus && vfile_lock(r->file) == 0) {
-		uffd_map_joined(&r->map, &r->file->tree);
-		vfile_unlock(r->file);
-	}
+	/* Before anybody can touch it (not returned, not in the table): from
+	 * now on pages purged by any process signal here.  A mapping the
+	 * kernel refuses reads zeros (counted in the stats). */
+	if (r->map.sigbus)
+		uffd_arm(r->file, &r->map, false);
 	ret = table_insert(r);
 	if (ret < 0)
 		goto fail_file;
 	*out = r;
 	return 0;
 fail_file:
+	uffd_forget_map(r->file, &r->map);
 	vfile_del_map(r->file, &r->map);
 	vfile_put(r->file);
 fail_unmap:
@@ -318,8 +318,7 @@ int vrange_region_destroy(vrange_region *r)
 	if (!r)
 		return 0;
 	table_remove(r);
-	if (r->refill)
-		uffd_region_gone(r);
+	uffd_forget_map(r->file, &r->map);
 	vfile_del_map(r->file, &r->map);
 	munmap(r->map.base, r->map.size);
 	vfile_put(r->file);

@@ -16,7 +16,6 @@ struct vrange_region {
 	_Atomic int prio;
 	vrange_refill_fn refill;    /* guarded by file->lock */
 	void *refill_arg;
-	struct uffd_region *uffd;   /* owned by uffd_purge.c */
 };
 
 /*

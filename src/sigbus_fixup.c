@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "any_mapping.h"
 #include "file_state.h"
 #include "region.h"
 #include "sigbus_fixup.h"
@@ -25,21 +26,29 @@ static struct sigaction previous;
 static __thread uintptr_t last_fixed;
 static __thread uint64_t last_fixed_gen;
 
-/* Is the page at addr, in a SIGBUS-mode region, no longer purged? */
+/*
+ * Is the page at addr, in a mapping the library knows (a SIGBUS-mode
+ * region, or an application mapping passed to vrange()), no longer
+ * purged?
+ */
 static bool stale_marker(void *addr)
 {
 	bool partly, stale = false;
 	struct vrange_region *r = region_lookup(addr, 1, &partly);
-	uint64_t page, vol = 0, purged = 0;
+	struct vfile *f = NULL;
+	uint64_t page = 0, vol = 0, purged = 0;
 
-	if (!r || !r->map.sigbus)
+	if (r && r->map.sigbus) {
+		f = r->file;
+		page = (uint64_t)((char *)addr - r->map.base) >> vr_page_shift;
+	} else if (!r) {
+		f = anymap_file_at(addr, &page);
+	}
+	if (!f || vfile_lock(f) < 0)
 		return false;
-	page = (uint64_t)((char *)addr - r->map.base) >> vr_page_shift;
-	if (vfile_lock(r->file) < 0)
-		return false;
-	if (rt_count(&r->file->tree, page, page + 1, &vol, &purged) == 0)
+	if (rt_count(&f->tree, page, page + 1, &vol, &purged) == 0)
 		stale = purged == 0;
-	vfile_unlock(r->file);
+	vfile_unlock(f);
 	return stale;
 }
 

@@ -2,60 +2,79 @@
 /*
  * uffd_purge.c - what touching a purged page does: SIGBUS, or a refill.
  *
- * SIGBUS mode, no refill callback (measured on Linux 6.18):
+ * Every SIGBUS mapping the library knows of (a region's, an application
+ * mapping passed to vrange()) is armed when it is learnt: registered
+ * whole, MISSING mode, on fault_fd, a uffd without UFFD_FEATURE_SIGBUS
+ * whose fault thread decides every touch of a hole from the file's state
+ * (measured on Linux 6.18):
  *
- *   before the punch   UFFDIO_REGISTER(MISSING) [off, len) on a uffd opened
- *                      with UFFD_FEATURE_SIGBUS: a touch of a page the punch
- *                      has already removed raises SIGBUS instead of mapping
- *                      a zero page (the "no silent zeros" window is closed
- *                      before the first page goes).
- *   after the punch    UFFDIO_POISON [off, len) (needs a registration, any
- *                      mode; the markers live in the page table and survive
- *                      later punches and the unregistration), then
- *                      UFFDIO_UNREGISTER, which lets the VMAs merge back:
- *                      no registration outlives a purge, so 100,000 purged
- *                      ranges cost no VMAs and never-purged pages keep the
- *                      kernel's normal fault path.
+ *   purged, still      UFFDIO_POISON on the page, wake: the toucher retries,
+ *   volatile           meets the marker and gets SIGBUS (BUS_ADRERR, si_addr
+ *                      exact) on its own thread; a refill region's callback
+ *                      fills it instead (UFFDIO_COPY).
+ *   anything else      UFFDIO_ZEROPAGE: what the kernel would have mapped.
+ *                      A first touch right after the previous fill of the
+ *                      mapping takes twice as many pages as that one (up
+ *                      to FILL_MAX), if none of them is volatile: a memset
+ *                      of a fresh region costs a round trip per megabyte.
+ *
+ * Why for good, and not only around purges: poison markers and
+ * registrations live in one process's page tables, and a purge may come
+ * from any process sharing the file (another adopter, a fork child,
+ * vrangectl) with nothing running here.  So every process keeps its own
+ * mappings registered, and a page another process punched is a hole that
+ * comes to our thread.  Why a thread, not UFFD_FEATURE_SIGBUS and a
+ * handler deciding: the kernel's own accesses (read(2) into a fresh page)
+ * would fail with EFAULT, and an application that installs its SIGBUS
+ * handler after ours would see every first touch.
+ *
+ *   before the punch   nothing: already registered.
+ *   after the punch    UFFDIO_POISON [off, len) in this process's armed
+ *                      mappings, so touches here signal without a trip to
+ *                      the thread (refill regions: left to the thread).
  *   mark_nonvolatile   MADV_DONTNEED over the purged pages clears the
- *                      markers; the next touch maps a fresh zero page.  A
- *                      plain system call: async-signal-safe, as the SIGBUS
- *                      handler pattern requires.
+ *                      markers; the next touch comes to the thread and
+ *                      gets a zero page.  A plain system call:
+ *                      async-signal-safe, as the SIGBUS handler pattern
+ *                      requires.  Markers in other processes stay; their
+ *                      SIGBUS fixup (sigbus_fixup.c) clears them.
  *
- * A poisoned page raises SIGBUS (BUS_ADRERR, si_addr exact) on read and on
- * write; shmem only raises MISSING faults where the file has a hole, so
- * pages with data are never affected by a registration.
+ * shmem only raises MISSING faults where the file has a hole, so pages
+ * with data never meet the thread.
  *
- * Refill regions: the purged ranges stay registered MISSING on a second
- * uffd (without the SIGBUS feature) whose fault thread calls the callback,
- * installs the bytes with UFFDIO_COPY (atomic, wakes every waiter of the
- * page) and marks the page volatile again in the tree (rt_unpurge).  A
- * callback error poisons the page and wakes the toucher, who then gets
- * SIGBUS.  Registrations are kept as a sorted list of intervals per region
- * (adjacent ones merge, like the VMAs they mirror); past UFFD_MAX_IV
- * intervals the whole mapping is registered once instead ("whole" mode:
- * never-purged holes then fault through the thread, which answers them with
- * UFFDIO_ZEROPAGE - slower, still correct), so a region never costs more
- * than about 2 * UFFD_MAX_IV VMAs.
+ * Where the only uffd to be had is UFFD_USER_MODE_ONLY (no privilege,
+ * vm.unprivileged_userfaultfd=0), a registration for good would make the
+ * kernel's accesses to fresh pages EFAULT: there a mapping is registered
+ * only around each purge, on sigbus_fd (UFFD_FEATURE_SIGBUS), poisoned and
+ * unregistered - SIGBUS in the purging process only.  A refill region is
+ * armed anyway (the callback needs the thread; kernel accesses to its
+ * purged pages get EFAULT).  A mapping the kernel refuses to register
+ * (EPERM: a read-only descriptor's; EBUSY: a registration of the
+ * application's) reads zeros where a purge punched; uffd_fallbacks()
+ * counts the known ones.
  *
  * fork(): without UFFD_FEATURE_EVENT_FORK the kernel drops every uffd
  * registration in the child, and poison markers of a MAP_SHARED mapping are
- * not copied either.  So in a child, pages the parent had purged read as
- * zeros (a touch allocates a zero page in the shared file) - no signal, no
- * hang, and no refill.  The child must not use the parent's uffds (they act
- * on the parent's mm): our atfork child handler closes them and lets the
- * child probe afresh on its next purge, after which the child's own purges
- * behave as in the parent (refill regions get a fault thread of the child's
- * own when the child purges them).
+ * not copied either.  The child must not use the parent's uffds (they act
+ * on the parent's mm): our atfork child handler closes them, probes afresh
+ * and arms the child's copies of regions again with a uffd and a fault
+ * thread of its own; the application mappings (which may be gone, their
+ * address reused) are armed again at the child's first purge, if they
+ * still map the file (appmap_holds), and so are regions where the
+ * handler failed.
  *
  * The callback runs on the fault thread with no library lock held, so it
  * may call the library (mark, query, even create regions); it must not
- * destroy the region it is filling, and while it runs, other refills wait.
+ * destroy the region it is filling, nor touch a hole of an armed mapping
+ * (a page never touched, or purged) - that fault would wait for the
+ * thread that is running the callback.  While it runs, other faults wait.
  * A kernel access to a purged page of a refill region (read(2) into it)
  * gets EFAULT where only UFFD_USER_MODE_ONLY was available (non-root).
  *
- * Locking: everything per region is guarded by the file's lock (the hooks
- * run under it).  list_lock guards the list of refill regions and their
- * busy counts; it is never held together with a file lock.
+ * Locking: m->armed and the fill state are guarded by the file's lock (the
+ * hooks run under it).  list_lock guards the list of armed mappings and
+ * their busy counts; it is never taken while a file lock is held (fork's
+ * prepare handlers take it before the file locks).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,10 +92,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "app_map_faults.h"
 #include "file_state.h"
 #include "purge.h"
 #include "region.h"
 #include "uffd_purge.h"
+#include "vma_query.h"
 
 /* Newer than the 6.1 headers we build against. */
 #ifndef UFFD_USER_MODE_ONLY
@@ -99,25 +120,26 @@ struct uffdio_poison {
 #define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
 #endif
 
-/* Registered intervals a refill region keeps before going "whole". */
-#define UFFD_MAX_IV 512u
 /* Fault messages read at once by the fault thread. */
 #define UFFD_MSGS 16
+/* Most pages one zero fill of a sequential first touch installs (1 MiB). */
+#define FILL_MAX 256u
 
-struct uffd_iv {
-	size_t start, end; /* bytes from the mapping's base */
-};
-
-struct uffd_region {
-	struct uffd_region *next;  /* refill list, list_lock */
-	struct vrange_region *r;
-	char *base;                /* r->map.base, for the fault thread */
-	size_t size;
+/*
+ * An armed mapping: registered MISSING, whole, on fault_fd, so every touch
+ * of a hole in it - a page another process purged, or one never touched -
+ * comes to the fault thread, which decides from the file's state.
+ */
+struct uffd_armed {
+	struct uffd_armed *next;   /* armed list, list_lock */
+	struct vmap *m;
+	struct vfile *f;
+	char *start;               /* the registered span */
+	size_t len;
 	unsigned int busy;         /* faults being served; list_lock */
-	/* The rest under the file's lock. */
-	bool whole;                /* whole mapping registered */
-	uint32_t n;                /* intervals in iv[] when !whole */
-	struct uffd_iv iv[UFFD_MAX_IV];
+	/* Under the file's lock (only the fault thread uses them). */
+	char *run_end;             /* where the last zero fill ended */
+	uint32_t win;              /* pages that fill took */
 };
 
 enum probe_state { PROBE_UNKNOWN, PROBE_OK, PROBE_FAILED };
@@ -128,13 +150,17 @@ static _Atomic int probe_state = PROBE_UNKNOWN;
 static char reason[32];
 static enum open_how open_how;
 static int sigbus_fd = -1;  /* UFFD_FEATURE_SIGBUS: transient registrations */
-static int refill_fd = -1;  /* the fault thread's uffd; probe_lock to open */
+static int fault_fd = -1;   /* armed mappings; probe_lock to open */
 static bool thread_running; /* probe_lock */
 static pthread_t fault_thread;
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t list_cond = PTHREAD_COND_INITIALIZER;
-static struct uffd_region *refill_list;
+static struct uffd_armed *armed_list;
+static struct uffd_armed *rearm_list; /* a fork child's, not yet again */
+static _Atomic bool rearm_pending;
+static _Atomic uint64_t fallbacks;   /* mappings that could not be armed */
+static char fallback_why[32];        /* the last reason, for stats */
 
 static void set_reason_errno(const char *what, int err)
 {
@@ -326,23 +352,38 @@ static void fork_parent(void)
  * every registration of the child's copy (see the top).  Close them, forget
  * the registrations, and probe again on the child's next purge.
  */
+static void rearm(bool regions_only);
+
 static void fork_child(void)
 {
+	struct uffd_armed *a, *next;
+
 	if (sigbus_fd >= 0)
 		close(sigbus_fd);
-	if (refill_fd >= 0)
-		close(refill_fd);
-	sigbus_fd = refill_fd = -1;
+	if (fault_fd >= 0)
+		close(fault_fd);
+	sigbus_fd = fault_fd = -1;
 	thread_running = false;
-	for (struct uffd_region *u = refill_list; u; u = u->next) {
-		u->busy = 0;
-		u->whole = false;
-		u->n = 0;
+	/* The child's copies of armed mappings are not registered any more:
+	 * arm them again below, with a uffd and a fault thread of the child's
+	 * own (should that fail, the child's next purge tries again). */
+	for (a = armed_list; a; a = next) {
+		next = a->next;
+		a->m->armed = NULL;
+		a->busy = 0;
+		a->next = rearm_list;
+		rearm_list = a;
 	}
+	armed_list = NULL;
+	atomic_store(&rearm_pending, rearm_list != NULL);
 	if (atomic_load(&probe_state) == PROBE_OK)
 		atomic_store(&probe_state, PROBE_UNKNOWN);
 	pthread_mutex_unlock(&list_lock);
 	pthread_mutex_unlock(&probe_lock);
+	/* The other modules' child handlers that hold locks we take ran
+	 * before ours (registered first); the application mappings wait for
+	 * the child's first purge (rearm). */
+	rearm(true);
 }
 
 static bool atfork_done;
@@ -443,98 +484,16 @@ const char *uffd_fallback_reason(void)
 	return reason;
 }
 
-/* ---- intervals of a refill region (file lock held) ---------------------- */
 
-/* Add [s, e), merging with what it overlaps or touches.  -ENOSPC if full. */
-static int iv_add(struct uffd_region *u, size_t s, size_t e)
+/*
+ * Can a whole registration stand in every process for the lifetime of a
+ * mapping?  Only where the kernel's own accesses (read(2) into the
+ * memory) come to the fault thread too: a UFFD_USER_MODE_ONLY uffd would
+ * turn them into EFAULT on never-touched pages.
+ */
+static bool whole_ok(void)
 {
-	uint32_t i = 0, j;
-
-	while (i < u->n && u->iv[i].end < s)
-		i++;
-	/* iv[i..j) overlap or touch [s, e). */
-	for (j = i; j < u->n && u->iv[j].start <= e; j++) {
-		if (u->iv[j].start < s)
-			s = u->iv[j].start;
-		if (u->iv[j].end > e)
-			e = u->iv[j].end;
-	}
-	if (j == i) {
-		if (u->n == UFFD_MAX_IV)
-			return -ENOSPC;
-		memmove(&u->iv[i + 1], &u->iv[i], (u->n - i) * sizeof(u->iv[0]));
-		u->n++;
-	} else if (j > i + 1) {
-		memmove(&u->iv[i + 1], &u->iv[j], (u->n - j) * sizeof(u->iv[0]));
-		u->n -= j - i - 1;
-	}
-	u->iv[i].start = s;
-	u->iv[i].end = e;
-	return 0;
-}
-
-/* Remove [s, e).  -ENOSPC when splitting would need a slot there is not.
- * Async-signal-safe (no allocation). */
-static int iv_del(struct uffd_region *u, size_t s, size_t e)
-{
-	uint32_t i = 0;
-
-	while (i < u->n && u->iv[i].end <= s)
-		i++;
-	while (i < u->n && u->iv[i].start < e) {
-		struct uffd_iv *v = &u->iv[i];
-
-		if (v->start < s && v->end > e) {
-			if (u->n == UFFD_MAX_IV)
-				return -ENOSPC;
-			memmove(&u->iv[i + 1], &u->iv[i], (u->n - i) * sizeof(u->iv[0]));
-			u->n++;
-			u->iv[i].end = s;
-			u->iv[i + 1].start = e;
-			return 0;
-		}
-		if (v->start < s) {
-			v->end = s;
-			i++;
-		} else if (v->end > e) {
-			v->start = e;
-			return 0;
-		} else {
-			memmove(&u->iv[i], &u->iv[i + 1], (u->n - i - 1) * sizeof(u->iv[0]));
-			u->n--;
-		}
-	}
-	return 0;
-}
-
-/* Register the whole mapping on the refill uffd: the overflow fallback. */
-static void go_whole(struct uffd_region *u)
-{
-	if (uffd_register(refill_fd, u->base, u->size, NULL) == 0) {
-		u->whole = true;
-		u->n = 0;
-	}
-}
-
-/* Make [off, off + len) of a refill region fault into the thread. */
-static int refill_register(struct uffd_region *u, size_t off, size_t len)
-{
-	int r;
-
-	if (u->whole)
-		return 0;
-	if (iv_add(u, off, off + len) < 0) {
-		go_whole(u);
-		return u->whole ? 0 : -ENOMEM;
-	}
-	r = uffd_register(refill_fd, u->base + off, len, NULL);
-	if (r < 0) {
-		/* Most likely out of VMAs: one registration for everything. */
-		iv_del(u, off, off + len);
-		go_whole(u);
-		r = u->whole ? 0 : r;
-	}
-	return r;
+	return open_how != OPEN_USER_ONLY;
 }
 
 /* ---- the fault thread ---------------------------------------------------- */
@@ -547,86 +506,140 @@ static bool page_purged(struct vfile *f, uint64_t pg)
 	return rt_count(&f->tree, pg, pg + 1, &vol, &purged) == 0 && purged;
 }
 
-/* A MISSING fault on a page that is not purged (any more): a zero page,
- * or, if the page exists by now, just wake the toucher. */
-static void resolve_not_purged(char *page)
+/*
+ * Zero pages into [addr, addr + len) of a shmem mapping, stepping over
+ * pages that exist by now (-EEXIST).  True if addr itself was filled
+ * (the kernel woke its waiters).
+ */
+static bool zero_fill(char *addr, size_t len)
 {
-	struct uffdio_zeropage z = {
-		.range = { (uintptr_t)page, vr_page_size },
-	};
+	char *p = addr, *end = addr + len;
+	bool first = false;
 
-	if (ioctl(refill_fd, UFFDIO_ZEROPAGE, &z) < 0)
-		uffd_wake(refill_fd, page, vr_page_size);
+	while (p < end) {
+		struct uffdio_zeropage z = {
+			.range = { (uintptr_t)p, (size_t)(end - p) },
+		};
+		size_t done;
+
+		if (ioctl(fault_fd, UFFDIO_ZEROPAGE, &z) == 0) {
+			first = first || p == addr;
+			break;
+		}
+		done = z.zeropage > 0 ? (size_t)z.zeropage : 0;
+		if (p == addr && done)
+			first = true;
+		if (errno == EAGAIN && done) {
+			p += done;
+			continue;
+		}
+		if (errno != EEXIST)
+			break;
+		p += done + vr_page_size;
+	}
+	return first;
 }
 
-static struct uffd_region *find_and_hold(const char *addr)
+/*
+ * A hole nothing was lost from (never touched, or unmarked since the
+ * purge): a zero page, as the kernel would have given it.  A first touch
+ * that runs on from the last fill of this mapping takes twice as many
+ * pages as that fill did (up to FILL_MAX), as long as none of them is
+ * volatile: those pages could be purged and must stay holes until the
+ * application touches them.  So memset of a fresh region costs one round
+ * trip per megabyte, and scattered touches one page each.  File lock held.
+ */
+static void fill_not_purged(struct uffd_armed *a, char *page)
 {
-	struct uffd_region *u;
+	uint64_t pg = (uint64_t)(page - a->m->base) >> vr_page_shift;
+	uint64_t vol = 0, purged = 0;
+	size_t w = 1, room = (size_t)(a->start + a->len - page) >> vr_page_shift;
+
+	if (page == a->run_end) {
+		w = a->win * 2u < FILL_MAX ? a->win * 2u : FILL_MAX;
+		if (w < 1)
+			w = 1;
+		if (w > room)
+			w = room;
+		if (w > 1 && (rt_count(&a->f->tree, pg, pg + w, &vol, &purged) < 0 ||
+			      vol + purged))
+			w = 1;
+	}
+	a->win = (uint32_t)w;
+	a->run_end = page + (w << vr_page_shift);
+	if (!zero_fill(page, w << vr_page_shift))
+		uffd_wake(fault_fd, page, vr_page_size);
+}
+
+/*
+ * A fault on a registration we keep no record of: the mapping's entry was
+ * dropped while part of it stayed (a partial munmap).  Unregister that
+ * piece, so it behaves as the kernel's, and let the toucher retry.
+ */
+static void forget_stray(char *page)
+{
+	struct vma v = { 0 };
+
+	if (vma_query((uintptr_t)page, &v) == 0)
+		uffd_unregister(fault_fd, (void *)v.start, v.end - v.start);
+	uffd_wake(fault_fd, page, vr_page_size);
+}
+
+static struct uffd_armed *find_and_hold(const char *addr)
+{
+	struct uffd_armed *a;
 
 	pthread_mutex_lock(&list_lock);
-	for (u = refill_list; u; u = u->next) {
-		if (addr >= u->base && (size_t)(addr - u->base) < u->size) {
-			u->busy++;
+	for (a = armed_list; a; a = a->next) {
+		if (addr >= a->start && (size_t)(addr - a->start) < a->len) {
+			a->busy++;
 			break;
 		}
 	}
 	pthread_mutex_unlock(&list_lock);
-	return u;
+	return a;
 }
 
-static void release(struct uffd_region *u)
+static void release(struct uffd_armed *a)
 {
 	pthread_mutex_lock(&list_lock);
-	if (--u->busy == 0)
+	if (--a->busy == 0)
 		pthread_cond_broadcast(&list_cond);
 	pthread_mutex_unlock(&list_lock);
 }
 
-static void serve_fault(char *page, void *buf)
+/* Purged and still volatile: the toucher gets SIGBUS from the marker (an
+ * earlier poison of the purge may be there already). */
+static void poison_and_wake(char *page)
 {
-	struct uffd_region *u = find_and_hold(page);
-	struct vrange_region *r;
-	vrange_refill_fn fn;
-	void *arg;
-	size_t off;
-	uint64_t pg;
+	uffd_poison(fault_fd, page, vr_page_size);
+	uffd_wake(fault_fd, page, vr_page_size);
+}
+
+/* A purged page of a region with a callback.  File lock held on entry,
+ * not on return. */
+static void serve_refill(struct uffd_armed *a, struct vrange_region *r,
+			 char *page, uint64_t pg, void *buf)
+{
+	vrange_refill_fn fn = r->refill;
+	void *arg = r->refill_arg;
+	size_t off = (size_t)(page - a->m->base);
 	int ret;
 
-	if (!u) {
-		/* Not ours (any more): let the toucher retry. */
-		uffd_wake(refill_fd, page, vr_page_size);
+	/* The callback may be slow and may call the library: no lock held. */
+	vfile_unlock(a->f);
+	ret = fn(r, off, buf, vr_page_size, arg);
+	if (vfile_lock(a->f) < 0) {
+		uffd_wake(fault_fd, page, vr_page_size);
 		return;
 	}
-	r = u->r;
-	off = (size_t)(page - u->base);
-	pg = off >> vr_page_shift;
-	if (vfile_lock(r->file) < 0) {
-		uffd_wake(refill_fd, page, vr_page_size);
-		goto out;
-	}
-	fn = r->refill;
-	arg = r->refill_arg;
-	if (!page_purged(r->file, pg)) {
-		resolve_not_purged(page);
-		goto unlock;
-	}
-	if (!fn) {
-		uffd_poison(refill_fd, page, vr_page_size);
-		goto unlock;
-	}
-	/* The callback may be slow and may call the library: no lock held. */
-	vfile_unlock(r->file);
-	ret = fn(r, off, buf, vr_page_size, arg);
-	if (vfile_lock(r->file) < 0) {
-		uffd_wake(refill_fd, page, vr_page_size);
-		goto out;
-	}
-	if (!page_purged(r->file, pg)) {
+	if (!page_purged(a->f, pg)) {
 		/* Marked non-volatile meanwhile: it is a fresh zero page now. */
-		resolve_not_purged(page);
+		if (!zero_fill(page, vr_page_size))
+			uffd_wake(fault_fd, page, vr_page_size);
 	} else if (ret < 0) {
 		/* The toucher retries, meets the marker: SIGBUS. */
-		uffd_poison(refill_fd, page, vr_page_size);
+		poison_and_wake(page);
 	} else {
 		struct uffdio_copy c = {
 			.dst = (uintptr_t)page,
@@ -634,25 +647,52 @@ static void serve_fault(char *page, void *buf)
 			.len = vr_page_size,
 		};
 
-		if (ioctl(refill_fd, UFFDIO_COPY, &c) == 0) {
+		if (ioctl(fault_fd, UFFDIO_COPY, &c) == 0) {
 			/*
 			 * Counted as volatile again.  Should the tree have no
 			 * node for the split (a foreign file's private arena
 			 * is full) the page stays "purged": a later
 			 * mark_nonvolatile says PURGED, never a false INTACT.
 			 */
-			rt_unpurge(&r->file->tree, pg, pg + 1,
+			rt_unpurge(&a->f->tree, pg, pg + 1,
 				   atomic_load(&r->prio), vr_next_seq(), NULL);
 			purge_note_refill(1);
 		} else {
-			/* Filled by some other way (-EEXIST) or unregistered. */
-			uffd_wake(refill_fd, page, vr_page_size);
+			/* Filled by some other way (-EEXIST). */
+			uffd_wake(fault_fd, page, vr_page_size);
 		}
 	}
-unlock:
-	vfile_unlock(r->file);
+	vfile_unlock(a->f);
+}
+
+static void serve_fault(char *page, void *buf)
+{
+	struct uffd_armed *a = find_and_hold(page);
+	struct vrange_region *r;
+	uint64_t pg;
+
+	if (!a) {
+		forget_stray(page);
+		return;
+	}
+	pg = (uint64_t)(page - a->m->base) >> vr_page_shift;
+	if (vfile_lock(a->f) < 0) {
+		/* Wedged state: the toucher retries until it can be had. */
+		uffd_wake(fault_fd, page, vr_page_size);
+		goto out;
+	}
+	r = a->m->region;
+	if (!page_purged(a->f, pg)) {
+		fill_not_purged(a, page);
+	} else if (r && r->refill) {
+		serve_refill(a, r, page, pg, buf);
+		goto out;
+	} else {
+		poison_and_wake(page);
+	}
+	vfile_unlock(a->f);
 out:
-	release(u);
+	release(a);
 }
 
 /* The fault thread's page buffer: made before the thread starts (a thread
@@ -687,14 +727,14 @@ static void *fault_main(void *arg)
 		}
 	}
 	pthread_mutex_lock(&probe_lock);
-	if (refill_fd == fd)
+	if (fault_fd == fd)
 		thread_running = false;
 	pthread_mutex_unlock(&probe_lock);
 	return NULL;
 }
 
-/* The refill uffd and its thread, once per process (and per fork child). */
-static int ensure_refill_thread(void)
+/* The fault uffd and its thread, once per process (and per fork child). */
+static int ensure_fault_thread(void)
 {
 	sigset_t all, old;
 	int r = 0, fd;
@@ -704,7 +744,7 @@ static int ensure_refill_thread(void)
 	pthread_mutex_lock(&probe_lock);
 	if (thread_running)
 		goto out;
-	if (refill_fd < 0) {
+	if (fault_fd < 0) {
 		fd = uffd_open_how(open_how, O_CLOEXEC);
 		if (fd < 0) {
 			r = fd;
@@ -715,7 +755,7 @@ static int ensure_refill_thread(void)
 			close(fd);
 			goto out;
 		}
-		refill_fd = fd;
+		fault_fd = fd;
 	}
 	if (!fault_buf) {
 		void *b = mmap(NULL, vr_page_size, PROT_READ | PROT_WRITE,
@@ -731,7 +771,7 @@ static int ensure_refill_thread(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = -pthread_create(&fault_thread, NULL, fault_main,
-			    (void *)(intptr_t)refill_fd);
+			    (void *)(intptr_t)fault_fd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {
 		pthread_detach(fault_thread);
@@ -742,97 +782,55 @@ out:
 	return r;
 }
 
-/* ---- the hooks ----------------------------------------------------------- */
+/* ---- arming -------------------------------------------------------------- */
 
-static struct uffd_region *refill_state(const struct vmap *m)
+static void note_fallback(struct vmap *m, int err)
 {
-	return m->region ? m->region->uffd : NULL;
-}
+	const char *why;
 
-int uffd_before_discard(struct vmap *m, size_t off, size_t len)
-{
-	struct uffd_region *u = refill_state(m);
-	int r;
-
-	if (!ensure_probed())
-		return -EOPNOTSUPP;
-	if (u) {
-		r = ensure_refill_thread(); /* again after a fork */
-		return r < 0 ? r : refill_register(u, off, len);
+	switch (err) {
+	case -EPERM: why = "EPERM: read-only mapping"; break;
+	case -EBUSY: why = "EBUSY: application's uffd"; break;
+	case -ENOMEM: why = "ENOMEM"; break;
+	default: why = "not registrable"; break;
 	}
-	/* Touches of what the punch removes SIGBUS from here on. */
-	r = uffd_register(sigbus_fd, m->base + off, len, NULL);
-	if (r < 0)
-		vr_debug("uffd: registering %zu bytes for a purge failed (%d): "
-			 "those pages will read zeros", len, r);
-	return r;
+	m->fallback = true;
+	m->sigbus = false;
+	atomic_fetch_add(&fallbacks, 1);
+	pthread_mutex_lock(&list_lock);
+	snprintf(fallback_why, sizeof(fallback_why), "%s", why);
+	pthread_mutex_unlock(&list_lock);
+	vr_debug("uffd: the mapping at %p cannot raise SIGBUS (%s): purged "
+		 "pages read zeros there", (void *)(m->base + m->first), why);
 }
 
-void uffd_cancel_discard(struct vmap *m, size_t off, size_t len)
+static void list_add(struct uffd_armed *a)
 {
-	if (!refill_state(m) && sigbus_fd >= 0)
-		uffd_unregister(sigbus_fd, m->base + off, len);
+	pthread_mutex_lock(&list_lock);
+	a->next = armed_list;
+	armed_list = a;
+	pthread_mutex_unlock(&list_lock);
 }
 
-void uffd_after_discard(struct vmap *m, size_t off, size_t len)
+/* Take a off the list once the fault thread is done with it. */
+static void unlist(struct uffd_armed *a)
 {
-	if (refill_state(m) || sigbus_fd < 0)
-		return; /* refill: the registration stays, the thread serves */
-	/*
-	 * Without the markers the registration is what raises SIGBUS: keep
-	 * it.  Either way, a registration that outlives the purge (also when
-	 * unregistering fails) is dropped by uffd_after_nonvolatile before
-	 * the pages are handed back.
-	 */
-	if (uffd_poison(sigbus_fd, m->base + off, len) < 0 ||
-	    uffd_unregister(sigbus_fd, m->base + off, len) < 0)
-		atomic_store(&m->armed, true);
-}
-
-bool uffd_span_ok(const struct vmap *m)
-{
-	return !refill_state(m) && sigbus_fd >= 0;
-}
-
-/* Without its markers a purged piece keeps the span's registration,
- * which raises SIGBUS as they would (see uffd_after_discard). */
-void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
-{
-	if (!refill_state(m) && sigbus_fd >= 0 &&
-	    uffd_poison(sigbus_fd, m->base + off, len) < 0)
-		atomic_store(&m->armed, true);
-}
-
-void uffd_disarm(struct vmap *m, size_t off, size_t len)
-{
-	if (refill_state(m) || sigbus_fd < 0 || atomic_load(&m->armed))
-		return; /* a registration that must stay: unmarking drops it */
-	if (uffd_unregister(sigbus_fd, m->base + off, len) < 0)
-		atomic_store(&m->armed, true);
-}
-
-int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
-{
-	struct uffd_region *u = refill_state(m);
-	int r;
-
-	/* Async-signal-safe: system calls and the preallocated intervals. */
-	if (u && !u->whole && refill_fd >= 0) {
-		if (iv_del(u, off, off + len) < 0)
-			go_whole(u);
-		else if ((r = uffd_unregister(refill_fd, m->base + off, len)) < 0)
-			return r; /* still registered: touches would wait */
+	pthread_mutex_lock(&list_lock);
+	for (struct uffd_armed **pp = &armed_list; *pp; pp = &(*pp)->next) {
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
 	}
-	/* A purge whose registration stayed (see uffd_after_discard): a
-	 * touch would raise SIGBUS on the fresh page.  Drop it first. */
-	if (!u && sigbus_fd >= 0 && atomic_load(&m->armed) &&
-	    (r = uffd_unregister(sigbus_fd, m->base + off, len)) < 0)
-		return r;
-	/* Clears poison markers; the next touch maps a fresh zero page. */
-	return madvise(m->base + off, len, MADV_DONTNEED) < 0 ? -errno : 0;
+	/* The fault thread itself (a callback destroying another region)
+	 * is not serving a: never wait for ourselves. */
+	if (!(thread_running && pthread_equal(pthread_self(), fault_thread)))
+		while (a->busy)
+			pthread_cond_wait(&list_cond, &list_lock);
+	pthread_mutex_unlock(&list_lock);
 }
 
-/* A purged range of the file, poisoned in a SIGBUS mapping that joins it. */
+/* A purged range of the file, poisoned in a mapping that joins it. */
 static int walk_poison_new(const struct rt_range *rr, void *arg)
 {
 	struct vmap *m = arg;
@@ -841,6 +839,12 @@ static int walk_poison_new(const struct rt_range *rr, void *arg)
 
 	if (rr->state != RT_PURGED || off >= m->size)
 		return 0;
+	if (off < m->first) {
+		if (off + len <= m->first)
+			return 0;
+		len -= m->first - off;
+		off = m->first;
+	}
 	if (len > m->size - off)
 		len = m->size - off;
 	if (uffd_register(sigbus_fd, m->base + off, len, NULL) < 0) {
@@ -852,149 +856,336 @@ static int walk_poison_new(const struct rt_range *rr, void *arg)
 	return 0;
 }
 
-void uffd_map_joined(struct vmap *m, const struct rt_tree *t)
+/*
+ * Not armed (a user-mode-only uffd, no fault thread): the mapping is
+ * registered only around purges.  See now whether it can be registered at
+ * all, and poison what was purged before it came.
+ */
+static int arm_transient(struct vfile *f, struct vmap *m)
 {
-	if (!m->sigbus || !ensure_probed() || sigbus_fd < 0)
+	char *start = m->base + m->first;
+	size_t len = m->size - m->first;
+	int r = uffd_register(sigbus_fd, start, len, NULL);
+
+	if (r < 0)
+		return r;
+	uffd_unregister(sigbus_fd, start, len);
+	if (vfile_lock(f) == 0) {
+		rt_visit(&f->tree, m->first >> vr_page_shift,
+			 m->size >> vr_page_shift, walk_poison_new, m);
+		vfile_unlock(f);
+	}
+	return 0;
+}
+
+/* A purged range of the file, poisoned in an armed mapping that joins. */
+static int walk_poison_armed(const struct rt_range *rr, void *arg)
+{
+	struct uffd_armed *a = arg;
+	char *s = a->m->base + ((size_t)rr->start << vr_page_shift);
+	char *e = a->m->base + ((size_t)rr->end << vr_page_shift);
+
+	if (rr->state != RT_PURGED)
+		return 0;
+	if (s < a->start)
+		s = a->start;
+	if (e > a->start + a->len)
+		e = a->start + a->len;
+	if (s < e)
+		uffd_poison(fault_fd, s, (size_t)(e - s));
+	return 0;
+}
+
+/* Register a's mapping for good and list it.  No lock held. */
+static int arm_entry(struct uffd_armed *a)
+{
+	int r;
+
+	/* Listed first: the thread must know every fault it can be sent. */
+	list_add(a);
+	r = vfile_lock(a->f);
+	if (r == 0) {
+		r = uffd_register(fault_fd, a->start, a->len, NULL);
+		if (r == 0) {
+			a->m->armed = a;
+			/* Pages purged before this mapping came: poisoned now,
+			 * as the purge did in the mappings it saw.  Left to the
+			 * thread, a hole that a mapping the library never saw
+			 * filled with zeros meanwhile would read zeros here.
+			 * A refill region's go to its callback instead. */
+			if (!(a->m->region && a->m->region->refill))
+				rt_visit(&a->f->tree, a->m->first >> vr_page_shift,
+					 a->m->size >> vr_page_shift,
+					 walk_poison_armed, a);
+		}
+		vfile_unlock(a->f);
+	}
+	if (r < 0)
+		unlist(a);
+	return r;
+}
+
+static int arm_whole(struct vfile *f, struct vmap *m)
+{
+	struct uffd_armed *a = calloc(1, sizeof(*a));
+	int r;
+
+	if (!a)
+		return -ENOMEM;
+	a->m = m;
+	a->f = f;
+	a->start = m->base + m->first;
+	a->len = m->size - m->first;
+	r = arm_entry(a);
+	if (r < 0)
+		free(a);
+	return r;
+}
+
+/* Take the first entry of rearm_list (a region's only, when asked). */
+static struct uffd_armed *rearm_next(bool regions_only)
+{
+	struct uffd_armed *a = NULL;
+
+	pthread_mutex_lock(&list_lock);
+	for (struct uffd_armed **pp = &rearm_list; *pp; pp = &(*pp)->next) {
+		if (!regions_only || (*pp)->m->region) {
+			a = *pp;
+			*pp = a->next;
+			break;
+		}
+	}
+	if (!rearm_list)
+		atomic_store(&rearm_pending, false);
+	pthread_mutex_unlock(&list_lock);
+	return a;
+}
+
+/*
+ * Arm again what a fork child inherited.  A region's mapping is the
+ * library's: it is still there.  An application mapping may have been
+ * unmapped since it was learnt (its entry not swept yet) and its address
+ * taken by another mapping, so it is armed again only if it still maps
+ * the file at the same offsets - asked after fork, once every module's
+ * child handler has run (the purge entry), never from the handler itself.
+ */
+static void rearm(bool regions_only)
+{
+	struct uffd_armed *a;
+
+	if (!atomic_load_explicit(&rearm_pending, memory_order_relaxed))
 		return;
-	rt_visit(t, 0, m->size >> vr_page_shift, walk_poison_new, m);
+	if (ensure_fault_thread() < 0)
+		return; /* they stay registered around purges only */
+	while ((a = rearm_next(regions_only))) {
+		a->run_end = NULL;
+		a->win = 0;
+		if ((!a->m->region &&
+		     !appmap_holds(a->f, a->m, a->m->first,
+				       a->m->size - a->m->first)) ||
+		    arm_entry(a) < 0)
+			free(a);
+	}
+}
+
+void uffd_rearm(void)
+{
+	rearm(false);
+}
+
+int uffd_arm(struct vfile *f, struct vmap *m, bool force)
+{
+	int r;
+
+	if (!m->sigbus || m->armed)
+		return 0;
+	if (!ensure_probed())
+		return -EOPNOTSUPP;
+	if (whole_ok() || force) {
+		r = ensure_fault_thread();
+		if (r == 0)
+			r = arm_whole(f, m);
+	} else {
+		r = arm_transient(f, m);
+	}
+	if (r == -ENOMEM || r == -EAGAIN || r == -EOPNOTSUPP)
+		r = arm_transient(f, m); /* no thread or no memory: as before */
+	if (r < 0)
+		note_fallback(m, r);
+	return r;
+}
+
+void uffd_forget_map(struct vfile *f, struct vmap *m)
+{
+	struct uffd_armed *a;
+	bool locked = vfile_lock(f) == 0;
+
+	a = m->armed;
+	m->armed = NULL;
+	if (locked)
+		vfile_unlock(f);
+	if (m->fallback) {
+		m->fallback = false;
+		atomic_fetch_sub(&fallbacks, 1);
+	}
+	pthread_mutex_lock(&list_lock);
+	for (struct uffd_armed **pp = &rearm_list; *pp; pp = &(*pp)->next) {
+		if ((*pp)->m == m) {
+			struct uffd_armed *gone = *pp;
+
+			*pp = gone->next;
+			free(gone);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&list_lock);
+	if (a) {
+		unlist(a);
+		free(a);
+	}
+}
+
+void uffd_fallbacks(uint64_t *count, char *why, size_t size)
+{
+	*count = atomic_load(&fallbacks);
+	pthread_mutex_lock(&list_lock);
+	snprintf(why, size, "%s", *count ? fallback_why : "");
+	pthread_mutex_unlock(&list_lock);
+}
+
+/* ---- the purge hooks ----------------------------------------------------- */
+
+/*
+ * An armed mapping stays registered for good: a poison that fails costs
+ * nothing but a trip to the fault thread, which poisons on touch from the
+ * file's state.  A mapping that is not armed (a user-mode-only uffd) is
+ * registered around each purge; when its poison or its unregistering
+ * fails, the registration stays (m->reg_stayed): it raises SIGBUS as the
+ * markers would, and unmarking drops it before the pages are handed back.
+ */
+
+/* A span arming (file_state.c: scattered pages of one batch): an armed
+ * mapping is registered already, so only a refill region says no. */
+bool uffd_span_ok(const struct vmap *m)
+{
+	if (m->armed)
+		return !(m->region && m->region->refill);
+	return sigbus_fd >= 0;
+}
+
+void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
+{
+	if (m->armed) {
+		if (!(m->region && m->region->refill))
+			uffd_poison(fault_fd, m->base + off, len);
+		return;
+	}
+	if (sigbus_fd >= 0 && uffd_poison(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
+}
+
+void uffd_disarm(struct vmap *m, size_t off, size_t len)
+{
+	if (m->armed || sigbus_fd < 0 || atomic_load(&m->reg_stayed))
+		return; /* a registration that must stay: unmarking drops it */
+	if (uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
+}
+
+int uffd_before_discard(struct vmap *m, size_t off, size_t len)
+{
+	int r;
+
+	if (m->armed)
+		return 0; /* registered for good: the thread serves the holes */
+	if (!ensure_probed())
+		return -EOPNOTSUPP;
+	/* Touches of what the punch removes SIGBUS from here on. */
+	r = uffd_register(sigbus_fd, m->base + off, len, NULL);
+	if (r < 0)
+		vr_debug("uffd: registering %zu bytes for a purge failed (%d): "
+			 "those pages will read zeros", len, r);
+	return r;
+}
+
+void uffd_cancel_discard(struct vmap *m, size_t off, size_t len)
+{
+	if (!m->armed && sigbus_fd >= 0 &&
+	    uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
+}
+
+void uffd_after_discard(struct vmap *m, size_t off, size_t len)
+{
+	if (m->armed) {
+		/* Poisoned at once, so this process's touches cost no trip to
+		 * the thread; a refill region's are served by the callback. */
+		if (!(m->region && m->region->refill))
+			uffd_poison(fault_fd, m->base + off, len);
+		return;
+	}
+	if (sigbus_fd < 0)
+		return;
+	/* Lets the VMAs merge back: nothing of the purge stays registered,
+	 * unless poisoning or unregistering failed (see above). */
+	if (uffd_poison(sigbus_fd, m->base + off, len) < 0 ||
+	    uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
+}
+
+int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
+{
+	int r;
+
+	/* A purge's registration that stayed would raise SIGBUS on the
+	 * fresh page: drop it first.  Plain system calls: async-signal-safe. */
+	if (!m->armed && sigbus_fd >= 0 && atomic_load(&m->reg_stayed) &&
+	    (r = uffd_unregister(sigbus_fd, m->base + off, len)) < 0)
+		return r;
+	/* Clears poison markers; the next touch maps a fresh zero page (in an
+	 * armed mapping through the fault thread). */
+	return madvise(m->base + off, len, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
 /* ---- refill on and off --------------------------------------------------- */
 
-struct walk_ctx {
-	struct uffd_region *u;
-	struct vmap *m;
-	bool on;
-};
-
-/* A purged range while the callback comes or goes. */
+/* A purged range while the callback comes (on) or goes. */
 static int walk_purged(const struct rt_range *rr, void *arg)
 {
-	struct walk_ctx *c = arg;
+	struct vrange_region *r = arg;
 	size_t off = (size_t)rr->start << vr_page_shift;
 	size_t len = (size_t)(rr->end - rr->start) << vr_page_shift;
 
-	if (rr->state != RT_PURGED || off >= c->m->size)
+	if (rr->state != RT_PURGED || off >= r->map.size)
 		return 0;
-	if (len > c->m->size - off)
-		len = c->m->size - off;
-	if (c->on) {
-		/* Registered first, so no touch finds neither marker nor
-		 * registration; then the markers go and touches refill. */
-		refill_register(c->u, off, len);
-		madvise(c->m->base + off, len, MADV_DONTNEED);
-	} else {
-		uffd_poison(refill_fd, c->m->base + off, len);
-	}
-	return 0;
-}
-
-static int refill_on(struct vrange_region *r)
-{
-	struct uffd_region *u;
-	struct walk_ctx c;
-	int ret = ensure_refill_thread();
-
-	if (ret < 0)
-		return ret;
-	if (!r->map.sigbus)
-		return -EOPNOTSUPP; /* ZERO mode: the purge path never calls us */
-	u = calloc(1, sizeof(*u));
-	if (!u)
-		return -ENOMEM;
-	u->r = r;
-	u->base = r->map.base;
-	u->size = r->map.size;
-	ret = vfile_lock(r->file);
-	if (ret < 0) {
-		free(u);
-		return ret;
-	}
-	if (r->uffd || !r->refill) {
-		/* Already on, or turned off again before we got here. */
-		vfile_unlock(r->file);
-		free(u);
-		return 0;
-	}
-	c = (struct walk_ctx){ .u = u, .m = &r->map, .on = true };
-	rt_visit(&r->file->tree, 0, r->map.size >> vr_page_shift, walk_purged, &c);
-	r->uffd = u;
-	vfile_unlock(r->file);
-	pthread_mutex_lock(&list_lock);
-	u->next = refill_list;
-	refill_list = u;
-	pthread_mutex_unlock(&list_lock);
-	return 0;
-}
-
-/* Take u off the list once the fault thread is done with it. */
-static void unlist(struct uffd_region *u)
-{
-	pthread_mutex_lock(&list_lock);
-	for (struct uffd_region **pp = &refill_list; *pp; pp = &(*pp)->next) {
-		if (*pp == u) {
-			*pp = u->next;
-			break;
-		}
-	}
-	/* The fault thread itself (a callback destroying another region)
-	 * is not serving u: never wait for ourselves. */
-	if (!(thread_running && pthread_equal(pthread_self(), fault_thread)))
-		while (u->busy)
-			pthread_cond_wait(&list_cond, &list_lock);
-	pthread_mutex_unlock(&list_lock);
-}
-
-static int refill_off(struct vrange_region *r)
-{
-	struct uffd_region *u;
-	struct walk_ctx c;
-	int ret = vfile_lock(r->file);
-
-	if (ret < 0)
-		return ret;
-	u = r->uffd;
-	if (!u || r->refill) {
-		vfile_unlock(r->file);
-		return 0;
-	}
-	/* Purged pages raise SIGBUS again: poison them while still
-	 * registered, then drop the registrations. */
-	c = (struct walk_ctx){ .u = u, .m = &r->map, .on = false };
-	if (refill_fd >= 0) {
-		rt_visit(&r->file->tree, 0, r->map.size >> vr_page_shift,
-			 walk_purged, &c);
-		if (u->whole)
-			uffd_unregister(refill_fd, u->base, u->size);
-		for (uint32_t i = 0; !u->whole && i < u->n; i++)
-			uffd_unregister(refill_fd, u->base + u->iv[i].start,
-					u->iv[i].end - u->iv[i].start);
-	}
-	r->uffd = NULL;
-	vfile_unlock(r->file);
-	unlist(u);
-	free(u);
+	if (len > r->map.size - off)
+		len = r->map.size - off;
+	if (r->refill)
+		madvise(r->map.base + off, len, MADV_DONTNEED); /* to the thread */
+	else
+		uffd_poison(fault_fd, r->map.base + off, len);
 	return 0;
 }
 
 int uffd_region_refill(struct vrange_region *r)
 {
-	return r->refill ? refill_on(r) : refill_off(r);
-}
+	int ret;
 
-void uffd_region_gone(struct vrange_region *r)
-{
-	struct uffd_region *u;
-
-	if (vfile_lock(r->file) < 0)
-		return;
-	u = r->uffd;
-	/* The purge path falls back to plain SIGBUS handling until the
-	 * mapping is gone; munmap drops our registrations. */
-	r->uffd = NULL;
-	vfile_unlock(r->file);
-	if (u) {
-		unlist(u);
-		free(u);
+	if (!r->map.sigbus)
+		return r->refill ? -EOPNOTSUPP : 0; /* ZERO mode: never purged to us */
+	if (r->refill && !r->map.armed) {
+		/* A refill needs the thread even where SIGBUS mode does not
+		 * (user-mode-only uffd: kernel accesses get EFAULT there). */
+		ret = uffd_arm(r->file, &r->map, true);
+		if (ret < 0)
+			return ret;
 	}
+	ret = vfile_lock(r->file);
+	if (ret < 0)
+		return ret;
+	if (r->map.armed)
+		rt_visit(&r->file->tree, 0, r->map.size >> vr_page_shift,
+			 walk_purged, r);
+	vfile_unlock(r->file);
+	return 0;
 }

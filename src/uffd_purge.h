@@ -2,11 +2,13 @@
 /*
  * uffd_purge.h - what touching a purged page does (internal).
  *
- * SIGBUS mode rests on userfaultfd.  The purge path calls
+ * SIGBUS mode rests on userfaultfd.  Every SIGBUS mapping is armed when
+ * the library learns it (uffd_arm).  The purge path calls
  * uffd_before_discard() for every SIGBUS mapping of a file before it punches
  * [off, off + len), and uffd_after_discard() after it; from the first call
  * on, a touch of those pages raises SIGBUS (or, in a region with a refill
- * callback, is resolved by the fault thread), never reads zeros.
+ * callback, is resolved by the fault thread), never reads zeros - also in
+ * other processes' armed mappings of the file.
  * mark_nonvolatile calls uffd_after_nonvolatile() on purged pages so they
  * fault in as fresh zero pages again.  All three run with the file's lock
  * held; uffd_after_nonvolatile() must be async-signal-safe.
@@ -49,18 +51,30 @@ void uffd_disarm(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 
 /*
- * A SIGBUS mapping m of a file joins it after pages were purged (an adopt
- * of a purged file): poison its purged pages, as the purge did in the
- * mappings it saw.  The caller holds the file's lock, with m already on
- * the file's mapping list, so no purge or unmark slips in between.
+ * Arm m (on f's mapping list, m->sigbus set) for SIGBUS in this process:
+ * register it whole, MISSING, on the fault thread's uffd, so that every
+ * touch of a hole - a page any process purged, or one never touched -
+ * is decided from the file's state: purged and still volatile raises
+ * SIGBUS (or refills), anything else gets a zero page.  Where the kernel's
+ * own accesses could not be served (a user-mode-only uffd) and force is
+ * false, m is only checked and registered around purges instead.  A
+ * mapping that cannot be registered (EPERM: a read-only descriptor's;
+ * EBUSY: the application's own uffd) is a fallback: m->sigbus is cleared,
+ * it reads zeros where a purge punched, and uffd_fallbacks() counts it.
+ * Takes f's lock.  0 or -errno.
  */
-struct rt_tree;
-void uffd_map_joined(struct vmap *m, const struct rt_tree *t) VR_HIDDEN;
+struct vfile;
+int uffd_arm(struct vfile *f, struct vmap *m, bool force) VR_HIDDEN;
+/* Before m goes (unmapped, or its entry dropped): stop serving it. */
+void uffd_forget_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
+/* A fork child: arm again what the parent had armed (the kernel dropped
+ * the registrations).  Call with no library lock held (purge entry). */
+void uffd_rearm(void) VR_HIDDEN;
+/* Mappings known now that fell back, and the last reason. */
+void uffd_fallbacks(uint64_t *count, char *why, size_t size) VR_HIDDEN;
 
-/* A region gets (fn != NULL) or loses a refill callback. 0 or -errno. */
+/* A region gets (r->refill != NULL) or loses a refill callback. 0 or -errno. */
 int uffd_region_refill(struct vrange_region *r) VR_HIDDEN;
-/* A region with refill goes away: stop serving its faults. */
-void uffd_region_gone(struct vrange_region *r) VR_HIDDEN;
 
 /*
  * Bumped whenever markers are installed in a region's mapping (a purge, or

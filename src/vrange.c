@@ -189,6 +189,8 @@ int vrange_get_stats(struct vrange_stats *out)
 	pressure_fill_stats(out);
 	strncpy(out->access_fallback, uffd_fallback_reason(),
 		sizeof(out->access_fallback) - 1);
+	uffd_fallbacks(&out->sigbus_fallbacks, out->sigbus_fallback,
+		       sizeof(out->sigbus_fallback));
 	publish_status();
 	return 0;
 }
