@@ -867,9 +867,14 @@ static int arm_transient(struct vfile *f, struct vmap *m)
 	size_t len = m->size - m->first;
 	int r = uffd_register(sigbus_fd, start, len, NULL);
 
-	if (r < 0)
+	/* Only the kernel's refusals for good (a read-only mapping, the
+	 * application's own uffd, a kind it does not take) mean zeros; any
+	 * other failure is left to the purges' own registrations, which
+	 * leave the pages unpunched when they fail. */
+	if (r == -EPERM || r == -EBUSY || r == -EINVAL)
 		return r;
-	uffd_unregister(sigbus_fd, start, len);
+	if (r == 0)
+		uffd_unregister(sigbus_fd, start, len);
 	if (vfile_lock(f) == 0) {
 		rt_visit(&f->tree, m->first >> vr_page_shift,
 			 m->size >> vr_page_shift, walk_poison_new, m);
@@ -1001,15 +1006,19 @@ int uffd_arm(struct vfile *f, struct vmap *m, bool force)
 		return 0;
 	if (!ensure_probed())
 		return -EOPNOTSUPP;
+	r = -EAGAIN;
 	if (whole_ok() || force) {
 		r = ensure_fault_thread();
 		if (r == 0)
 			r = arm_whole(f, m);
-	} else {
-		r = arm_transient(f, m);
+		if (r < 0 && force)
+			return r; /* a refill asked for it: m stays as it was */
 	}
-	if (r == -ENOMEM || r == -EAGAIN || r == -EOPNOTSUPP)
-		r = arm_transient(f, m); /* no thread or no memory: as before */
+	/* Not whole, or no thread (out of descriptors, a fault in its
+	 * setup...) or no memory: registered around purges, as before.  Only
+	 * a mapping the kernel will not register at all falls back to zeros. */
+	if (r < 0)
+		r = arm_transient(f, m);
 	if (r < 0)
 		note_fallback(m, r);
 	return r;

@@ -163,6 +163,7 @@ struct buf {
 	vrange_region *r;
 	int fd;
 	void *alloc;
+	bool fell_back; /* SIGBUS region the kernel would not register */
 	unsigned char want[PAGES]; /* the byte each page holds */
 };
 
@@ -181,7 +182,38 @@ static int refill_fn(vrange_region *r, size_t off, void *b, size_t len, void *ar
 
 static bool sigbus_mode(const struct buf *b)
 {
-	return b->r && vrange_region_access(b->r) == VRANGE_ACCESS_SIGBUS;
+	return b->r && vrange_region_access(b->r) == VRANGE_ACCESS_SIGBUS &&
+	       !b->fell_back;
+}
+
+/* Mappings in SIGBUS mode that fell back to zeros (vrange_get_stats). */
+static uint64_t fallbacks(char *why, size_t size)
+{
+	struct vrange_stats st;
+
+	if (vrange_get_stats(&st) < 0)
+		return 0;
+	if (why)
+		snprintf(why, size, "%s", st.sigbus_fallback);
+	return st.sigbus_fallbacks;
+}
+
+/*
+ * A SIGBUS region's mapping that the kernel refused (an injected EBUSY or
+ * EPERM reads as the documented read-only or application-uffd fallback)
+ * reads zeros, and the stats must say so, with a reason.
+ */
+static void note_fell_back(struct buf *b, uint64_t before)
+{
+	char why[32] = "";
+
+	if (!b->r || vrange_region_access(b->r) != VRANGE_ACCESS_SIGBUS ||
+	    fallbacks(why, sizeof(why)) <= before)
+		return;
+	b->fell_back = true;
+	if (!why[0])
+		fail("%s: fell back to zeros without a reason in the stats",
+		     kind_name[b->kind]);
 }
 
 static int memfd_of(const char *name, size_t pages)
@@ -202,6 +234,7 @@ static bool buf_open(struct buf *b, enum kind k)
 		[K_REGION_SIGBUS] = VRANGE_ACCESS_SIGBUS,
 		[K_REGION_REFILL] = VRANGE_ACCESS_SIGBUS,
 	};
+	uint64_t before = fallbacks(NULL, 0);
 	int r = 0;
 
 	memset(b, 0, sizeof(*b));
@@ -271,6 +304,9 @@ static bool buf_open(struct buf *b, enum kind k)
 	default:
 		return false;
 	}
+	note_fell_back(b, before);
+	if (b->fell_back && strict)
+		fail("%s: fell back to zeros with faults off", kind_name[k]);
 	for (size_t i = 0; i < PAGES; i++) {
 		b->want[i] = (unsigned char)(0x11 + 16 * k + i);
 		memset(b->base + i * pg, b->want[i], pg);
