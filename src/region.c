@@ -271,6 +271,7 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	ret = region_open(fd, rsize, access, out);
 	if (ret == 0)
 		return 0;
+	vshared_unformat(fd);
 fail:
 	close(fd);
 	return ret;
