@@ -110,7 +110,12 @@ static bool unref_locked(struct ash_obj *o)
  */
 static void layer_release(struct ash_obj *o)
 {
-	vrange_fd_forget(o->pfd);
+	/* State left behind would outlive the area: a failure gets one
+	 * more try (-ENOENT: there was none). */
+	int r = vrange_fd_forget(o->pfd);
+
+	if (r < 0 && r != -ENOENT)
+		vrange_fd_forget(o->pfd);
 }
 
 /*
@@ -439,7 +444,16 @@ int ash_create(int oflags)
 		r = pfd;
 		goto fail;
 	}
-	o = obj_new(pfd, &st, fsetxattr(fd, ASH_XATTR, &m, sizeof(m), XATTR_CREATE) == 0);
+	/* Only a file that takes no xattr at all keeps the area's state in
+	 * this process alone.  Any other failure (ENOSPC, ENOMEM, EIO) would
+	 * make an area no other process can take for one (ENOTTY through a
+	 * descriptor sent to it): the creation fails instead. */
+	r = fsetxattr(fd, ASH_XATTR, &m, sizeof(m), XATTR_CREATE) == 0 ? 0 : -errno;
+	if (r < 0 && r != -EOPNOTSUPP) {
+		shim_real.close(pfd);
+		goto fail;
+	}
+	o = obj_new(pfd, &st, r == 0);
 	if (!o) {
 		shim_real.close(pfd);
 		r = -ENOMEM;
@@ -751,8 +765,12 @@ int ash_fix_size(struct ash_obj *o, uint64_t *size)
 		atomic_store_explicit(&o->mapped, true, memory_order_release);
 		*size = m.size;
 	}
-	if (ash_meta_unlock(o, &m, write) < 0 && r == 0)
+	if (ash_meta_unlock(o, &m, write) < 0 && r == 0) {
 		r = -EIO;
+		/* Not recorded as mapped: the next mmap formats afresh. */
+		if (write)
+			vshared_unformat(o->pfd);
+	}
 	if (r == 0)
 		hold_state(o);
 	return r;

@@ -41,7 +41,6 @@
 
 #include "any_mapping.h"
 #include "file_state.h"
-#include "region.h"
 #include "seqlock.h"
 #include "shmem.h"
 #include "sigbus_fixup.h"
@@ -136,23 +135,52 @@ static int uffd_register(uintptr_t a, uintptr_t b, __u64 mode)
 	return ioctl(anon_uffd, UFFDIO_REGISTER, &reg) < 0 ? -errno : 0;
 }
 
-/* Is [a, b) still registered with us, i.e. the mapping that was marked? */
-static bool identity_holds(uintptr_t a, uintptr_t b)
+/* Is [a, b) still registered with us, i.e. the mapping that was marked?
+ * 1 yes, 0 no (-ENOENT: nothing of ours there), or -errno: cannot tell. */
+static int identity_check(uintptr_t a, uintptr_t b)
 {
 	struct uffdio_writeprotect wp = { .range = { a, b - a }, .mode = 0 };
 
-	return ioctl(anon_uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
+	if (ioctl(anon_uffd, UFFDIO_WRITEPROTECT, &wp) == 0)
+		return 1;
+	return errno == ENOENT || errno == EINVAL ? 0 : -errno;
 }
+
+static bool identity_holds(uintptr_t a, uintptr_t b)
+{
+	return identity_check(a, b) == 1;
+}
+
+/*
+ * Set after a system call failed while a purge re-registered anonymous
+ * memory.  armed: some purged range may have kept its MISSING registration
+ * (touches raise SIGBUS through it): unpoisoning drops it.  lost: some
+ * range may have lost the identity registration, so "no longer ours" can
+ * no longer prove that purged pages belong to a newcomer (apply_one).
+ */
+static _Atomic bool anon_armed, anon_identity_lost;
 
 static void anon_before_fork(void);
 static void anon_child_after_fork(void);
 static void drain_events(void);
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void init_once(void)
 {
 	anon_file = vfile_new_anon();
 	anon_uffd = uffd_open();
 	pthread_atfork(anon_before_fork, NULL, anon_child_after_fork);
+}
+
+/* A failed allocation at the first call must not fail every later one. */
+static struct vfile *anon_file_retry(void)
+{
+	pthread_mutex_lock(&init_lock);
+	if (!anon_file)
+		anon_file = vfile_new_anon();
+	pthread_mutex_unlock(&init_lock);
+	return anon_file;
 }
 
 /* ---- the table of known mappings --------------------------------------- */
@@ -484,8 +512,10 @@ static bool file_map_holds(const struct known *k, uintptr_t a, uintptr_t b)
 	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 
 	while (a < b) {
-		if (vma_query(a, &v) < 0)
-			return false;
+		int q = vma_query(a, &v);
+
+		if (q < 0) /* gone; or cannot tell now: keep it */
+			return q != -ENOENT;
 		if (!v.shared || v.dev != k->file->dev ||
 		    (ino_t)v.inode != k->file->ino ||
 		    v.offset + (a - v.start) !=
@@ -574,29 +604,6 @@ static int classify(uintptr_t addr)
 					     UFFDIO_REGISTER_MODE_WP) == 0;
 	}
 	return known_add(&k, addr);
-}
-
-bool anymap_map_holds(const struct vfile *f, const struct vmap *m, size_t off,
-		      size_t len)
-{
-	uintptr_t a = (uintptr_t)m->base + off, b = a + len;
-	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
-
-	if (m->region)
-		return true; /* the library's own mapping, unmapped by destroy */
-	while (a < b) {
-		bool partly;
-
-		/* A region of the same file there now maps the same offsets,
-		 * but it is the library's, in its own access mode. */
-		if (vma_query(a, &v) < 0 || region_lookup((void *)a, 1, &partly) ||
-		    !v.shared || v.dev != f->dev ||
-		    (ino_t)v.inode != f->ino ||
-		    v.offset + (a - v.start) != a - (uintptr_t)m->base)
-			return false;
-		a = v.end; /* each piece of a split mapping must agree */
-	}
-	return true;
 }
 
 /* ---- vrange() ------------------------------------------------------------ */
@@ -701,7 +708,7 @@ static int apply_one(const struct known *k, uintptr_t a, uintptr_t e, int mode,
 	 * no purge ever touches.  Its data is intact.  Where any piece is
 	 * still ours, purged pages may be there: PURGED.
 	 */
-	if (r == VRANGE_PURGED && !k->file && k->wp &&
+	if (r == VRANGE_PURGED && !k->file && k->wp && !anon_identity_lost &&
 	    !identity_holds(a, e) && !any_piece_ours(a, e))
 		r = VRANGE_INTACT;
 	*was_purged |= r == VRANGE_PURGED;
@@ -750,7 +757,7 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 		pthread_once(&once, init_once);
 		atomic_store_explicit(&anon_ready, true, memory_order_release);
 	}
-	if (!anon_file)
+	if (!anon_file && !anon_file_retry())
 		return -ENOMEM;
 	if (ob < oa)
 		return -ENOENT; /* wraps around the top of the address space */
@@ -792,23 +799,34 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 
 /* ---- purging ------------------------------------------------------------- */
 
-/* Discard the resident pages [a, b) of a mapping whose identity holds. */
-static void discard_resident(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus)
+/* Discard the resident pages [a, b) of a mapping whose identity holds.
+ * False if nothing was discarded (SIGBUS mode could not be armed). */
+static bool discard_resident(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus)
 {
+	const __u64 missing = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP;
 	struct uffdio_poison po = { .range = { a, b - a } };
+	struct uffdio_range ur = { a, b - a };
 
+	/* From the registration on a touch raises SIGBUS: without it the
+	 * pages would read zeros, so then they are not purged. */
+	if (sigbus && uffd_register(a, b, missing) < 0)
+		return false;
 	rt_mark_purged(&f->tree, a >> vr_page_shift, b >> vr_page_shift, NULL);
-	if (sigbus && uffd_register(a, b, UFFDIO_REGISTER_MODE_MISSING |
-					      UFFDIO_REGISTER_MODE_WP) == 0) {
-		/* From here a touch raises SIGBUS: never a silent zero page. */
-		madvise((void *)a, b - a, MADV_DONTNEED);
-		ioctl(anon_uffd, UFFDIO_POISON, &po);
-		struct uffdio_range ur = { a, b - a };
-		ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur);
-		uffd_register(a, b, UFFDIO_REGISTER_MODE_WP);
-		return;
-	}
 	madvise((void *)a, b - a, MADV_DONTNEED);
+	if (!sigbus)
+		return true;
+	/* Markers, then back to write-protect only so the mapping merges
+	 * again.  Where a step fails the MISSING registration stays and
+	 * raises SIGBUS instead of the markers; unpoisoning drops it. */
+	if (ioctl(anon_uffd, UFFDIO_POISON, &po) < 0 ||
+	    ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur) < 0) {
+		atomic_store(&anon_armed, true);
+	} else if (uffd_register(a, b, UFFDIO_REGISTER_MODE_WP) < 0) {
+		atomic_store(&anon_armed, true);
+		if (uffd_register(a, b, missing) < 0)
+			atomic_store(&anon_identity_lost, true);
+	}
+	return true;
 }
 
 /* Split [a, b) by residency: discard what holds data, re-queue the rest. */
@@ -827,11 +845,11 @@ static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus
 		while (j < n && (vec[j] & 1) == resident)
 			j++;
 		uintptr_t ra = a + (i << vr_page_shift), rb = a + (j << vr_page_shift);
-		if (resident) {
-			discard_resident(f, ra, rb, sigbus);
+		if (resident && discard_resident(f, ra, rb, sigbus)) {
 			*freed += rb - ra;
 		} else {
-			/* Held no data: nothing to free, nothing to signal. */
+			/* Held no data (nothing to free, nothing to signal),
+			 * or could not be purged: queued again. */
 			rt_mark_volatile(&f->tree, ra >> vr_page_shift,
 					 rb >> vr_page_shift, 0, vr_next_seq(), NULL);
 		}
@@ -1017,7 +1035,16 @@ static void walk_pieces(uintptr_t a, uintptr_t b,
 		uintptr_t e;
 		bool wp;
 
-		if (vma_query_next(a, &v) < 0 || v.start >= b) {
+		int q = vma_query_next(a, &v);
+
+		if (q < 0 && q != -ENOENT) {
+			/* Cannot tell now: keep the state, try at a later pass. */
+			if (requeue_unsure)
+				rt_mark_volatile(&anon_file->tree, a >> vr_page_shift,
+						 b >> vr_page_shift, 0, vr_next_seq(), NULL);
+			return;
+		}
+		if (q < 0 || v.start >= b) {
 			forget_span(a, b); /* unmapped to the end */
 			return;
 		}
@@ -1082,17 +1109,34 @@ void anymap_discard(struct vfile *f, uint64_t start, uint64_t end, uint64_t *fre
 		    discard_cb, &c, true);
 }
 
-void anymap_unpoison(uint64_t start, uint64_t end)
+int anymap_unpoison(uint64_t start, uint64_t end)
 {
 	uintptr_t a = (uintptr_t)start << vr_page_shift;
 	uintptr_t b = (uintptr_t)end << vr_page_shift;
+	struct uffdio_range ur = { a, b - a };
 	struct known k;
+	int r;
 
-	/* Only memory that is provably still ours: never zap a newcomer. */
-	if (anon_uffd < 0 || !known_get(a, &k) || !k.wp || b > k.end ||
-	    !identity_holds(a, b))
-		return;
-	madvise((void *)a, b - a, MADV_DONTNEED);
+	/* Only memory that is provably still ours: never zap a newcomer.
+	 * A check that could not be made fails the call (the pages stay
+	 * purged, the caller may ask again): markers left behind would
+	 * raise SIGBUS on memory the caller was told is its own again. */
+	if (anon_uffd < 0 || !known_get(a, &k) || b > k.end)
+		return 0;
+	/* Our registration, not the table's wp flag, is the proof: a purge
+	 * may have adopted memory whose first registration failed. */
+	r = identity_check(a, b);
+	if (r <= 0)
+		return r;
+	/* A purge's MISSING registration may have stayed (discard_resident). */
+	if (atomic_load(&anon_armed) &&
+	    (ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur) < 0 ||
+	     uffd_register(a, b, UFFDIO_REGISTER_MODE_WP) < 0)) {
+		r = -errno;
+		uffd_register(a, b, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
+		return r;
+	}
+	return madvise((void *)a, b - a, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
 /* ---- noticing what the application unmapped ------------------------------ */

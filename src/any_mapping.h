@@ -27,19 +27,10 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged) VR_HIDDEN;
 void anymap_discard(struct vfile *f, uint64_t start, uint64_t end,
 		    uint64_t *freed) VR_HIDDEN;
 
-/*
- * Does the application mapping m (of f; regions always do) still map f at
- * file offsets [off, off + len)?  It may have been unmapped, and something
- * else mapped at its address, since vrange() last looked: a purge must not
- * arm, poison or zap that newcomer.  Caller holds f's lock.
- * Async-signal-safe where PROCMAP_QUERY exists.
- */
-bool anymap_map_holds(const struct vfile *f, const struct vmap *m, size_t off,
-		      size_t len) VR_HIDDEN;
-
 /* mark_nonvolatile found purged anonymous pages: fault fresh zero pages
- * there from now on.  Async-signal-safe. */
-void anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
+ * there from now on.  0 or -errno (then they may still raise SIGBUS: the
+ * caller keeps them purged).  Async-signal-safe. */
+int anymap_unpoison(uint64_t start, uint64_t end) VR_HIDDEN;
 
 /*
  * The file and file page behind addr, if addr lies in an application

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "any_mapping.h"
+#include "app_map_faults.h"
 #include "file_state.h"
 #include "publish.h"
 #include "uffd_purge.h"
@@ -442,11 +443,16 @@ static void registry_unlink(struct vfile *f)
 static int watch_fd(bool create)
 {
 	char path[64], link[32] = "";
+	ssize_t n;
 
 	if (watch_ifd >= 0) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", watch_ifd);
-		if (readlink(path, link, sizeof(link) - 1) < 0 ||
-		    strcmp(link, "anon_inode:inotify") != 0) {
+		n = readlink(path, link, sizeof(link) - 1);
+		/* Out of memory says nothing about the number: neither read
+		 * it nor forget it (forgetting would leak it for good). */
+		if (n < 0 && errno != ENOENT && errno != EBADF)
+			return -1;
+		if (n < 0 || strcmp(link, "anon_inode:inotify") != 0) {
 			watch_ifd = -1; /* not ours any more: never close it */
 			for (struct vfile *f = registry; f; f = f->next)
 				f->wd = -1;
@@ -868,15 +874,21 @@ static int unpoison_range(const struct rt_range *rr, void *arg)
 
 	if (rr->state != RT_PURGED)
 		return 0;
-	if (c->f->anon) {
-		anymap_unpoison(rr->start, rr->end);
-		return 0;
-	}
+	if (c->f->anon)
+		return anymap_unpoison(rr->start, rr->end);
 	for (struct vmap *m = c->f->maps; m; m = m->next) {
 		size_t o = off, l = len;
+		int r;
 
-		if (m->sigbus && map_clip(m, &o, &l) && anymap_map_holds(c->f, m, o, l))
-			uffd_after_nonvolatile(m, o, l);
+		if (!m->sigbus || !map_clip(m, &o, &l))
+			continue;
+		/* Pages that could still raise SIGBUS stay purged: the caller
+		 * gets the error and may ask again.  An application's mapping
+		 * may have gone meanwhile: app_map_faults.h. */
+		r = m->region ? uffd_after_nonvolatile(m, o, l) :
+				appmap_unpoison(c->f, m, o, l);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -982,6 +994,41 @@ static uint64_t allocated_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Undo uffd_before_discard on the SIGBUS mappings before stop. */
+static void disarm_until(struct vfile *f, struct vmap *stop, size_t off, size_t len)
+{
+	for (struct vmap *m = f->maps; m != stop; m = m->next) {
+		size_t o = off, l = len;
+
+		if (!m->skip && map_clip(m, &o, &l))
+			uffd_cancel_discard(m, o, l);
+	}
+}
+
+/*
+ * uffd_before_discard on every SIGBUS mapping, or on none: -EAGAIN.  An
+ * application's mapping that failed may have been unmapped, or be one the
+ * kernel never lets us arm: app_map_faults.h decides.
+ */
+static int arm_all(struct vfile *f, size_t off, size_t len)
+{
+	for (struct vmap *m = f->maps; m; m = m->next) {
+		size_t o = off, l = len;
+		int r;
+
+		m->skip = !m->sigbus || !map_clip(m, &o, &l);
+		if (m->skip)
+			continue;
+		r = m->region ? uffd_before_discard(m, o, l) : appmap_arm(f, m, o, l);
+		if (r < 0) {
+			m->skip = true;
+			disarm_until(f, m, off, len);
+			return -EAGAIN;
+		}
+	}
+	return 0;
+}
+
 /* Does f->fd still name f's file?  Its allocated bytes, too (one fstat). */
 static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
 {
@@ -996,6 +1043,7 @@ static bool own_fd_is_file(const struct vfile *f, uint64_t *bytes)
 /*
  * Pages [start, end) of a library or application file, already recorded
  * RT_PURGED: arm the SIGBUS-mode mappings, punch, poison and disarm them.
+ * (When a system call fails: docs/design.md.)
  */
 static void punch_hole(struct vfile *f, size_t off, size_t len)
 {
@@ -1010,20 +1058,21 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 	size_t off = (size_t)start << vr_page_shift;
 	size_t len = (size_t)(end - start) << vr_page_shift;
 
-	for (struct vmap *m = f->maps; m; m = m->next) {
-		size_t o = off, l = len;
-
-		m->skip = !m->sigbus || !map_clip(m, &o, &l) ||
-			  !anymap_map_holds(f, m, o, l);
-		if (!m->skip)
-			uffd_before_discard(m, o, l);
-	}
+	/* A SIGBUS mapping that cannot be armed would read zeros: then
+	 * nothing is punched.  The pages keep their data and stay recorded
+	 * RT_PURGED - a false VRANGE_PURGED, the safe side. */
+	if (arm_all(f, off, len) < 0)
+		return;
 	punch_hole(f, off, len);
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
 
-		if (!m->skip && map_clip(m, &o, &l))
+		if (m->skip || !map_clip(m, &o, &l))
+			continue;
+		if (m->region)
 			uffd_after_discard(m, o, l);
+		else
+			appmap_after_discard(f, m, o, l);
 	}
 }
 
@@ -1055,7 +1104,7 @@ static bool in_runs(const struct batch *b, uint64_t pg, uint32_t *i)
 /*
  * May the span of the batch's runs be armed once in every SIGBUS mapping
  * of f?  Each mapping must allow it (uffd_span_ok) and still map the file
- * all along the span (anymap_map_holds), and every page of the
+ * all along the span (appmap_holds), and every page of the
  * span that the batch does not punch must be in the file's page cache
  * (mincore): while armed, a touch of a hole raises SIGBUS, and such a page
  * may be non-volatile.  A page in the cache stays there meanwhile: only a
@@ -1079,7 +1128,7 @@ static bool span_armable(struct vfile *f, const struct batch *b)
 		/* A mapping that no longer maps the file all along the
 		 * span (unmapped, a newcomer at its address) is judged run
 		 * by run (punch_run). */
-		if (!uffd_span_ok(m) || !anymap_map_holds(f, m, o, l) ||
+		if (!uffd_span_ok(m) || !appmap_holds(f, m, o, l) ||
 		    mincore(m->base + o, l, vec) < 0)
 			return false;
 		first = o >> vr_page_shift;

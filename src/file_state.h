@@ -22,6 +22,7 @@
 #define VRANGE_FILE_STATE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -43,7 +44,10 @@ struct vmap {
 			      * region, an application mapping's offset */
 	size_t size;         /* file offset where the mapping ends */
 	bool sigbus;         /* purged pages must raise SIGBUS here */
-	bool skip;           /* this purge step left it alone (not there) */
+	_Atomic bool reg_stayed; /* not armed: a purge's registration around
+				  * it may have stayed (uffd_purge.c) */
+	bool skip;           /* this purge step left it alone: not there, or
+			      * the kernel refused it (app_map_faults.h) */
 	struct vrange_region *region;
 	struct uffd_armed *armed; /* registered for good (uffd_purge.c); read
 				   * under the file's lock */

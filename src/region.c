@@ -317,6 +317,7 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 done:
 	if (ret == 0)
 		return 0;
+	vshared_unformat(fd);
 fail:
 	close(fd);
 	return ret;

@@ -271,6 +271,22 @@ fail:
 	return r;
 }
 
+static bool is_meta(int mfd, const struct vshared_xattr *x);
+
+void vshared_unformat(int fd)
+{
+	struct vshared_xattr x;
+
+	if (read_xattr(fd, &x) != 1)
+		return;
+	/* Only a descriptor still naming that metadata file: a vfile that
+	 * took it over and failed has closed it, and the number may be
+	 * someone else's by now. */
+	for (uint32_t i = 0; i < x.nholders; i++)
+		if (x.h[i].pid == getpid() && x.h[i].fd >= 0 && is_meta(x.h[i].fd, &x))
+			close(x.h[i].fd);
+}
+
 int vshared_probe(int fd, uint64_t *user_size)
 {
 	struct vshared_xattr x;

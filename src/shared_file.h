@@ -112,6 +112,9 @@ struct vshared {
  * file with process-local state).
  */
 int vshared_format(int fd, uint64_t user_size) VR_HIDDEN;
+/* vshared_format succeeded but no vfile took the file up (its creation
+ * failed): close the metadata descriptor format left open for it. */
+void vshared_unformat(int fd) VR_HIDDEN;
 
 /*
  * Does fd carry shared metadata?  1 and *user_size filled (0 for a foreign

@@ -60,7 +60,7 @@
  * and arms the child's copies of regions again with a uffd and a fault
  * thread of its own; the application mappings (which may be gone, their
  * address reused) are armed again at the child's first purge, if they
- * still map the file (anymap_map_holds), and so are regions where the
+ * still map the file (appmap_holds), and so are regions where the
  * handler failed.
  *
  * The callback runs on the fault thread with no library lock held, so it
@@ -92,7 +92,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "any_mapping.h"
+#include "app_map_faults.h"
 #include "file_state.h"
 #include "purge.h"
 #include "region.h"
@@ -268,11 +268,12 @@ static int uffd_unregister(int fd, void *addr, size_t len)
 /*
  * Poison [addr, addr + len).  The kernel stops at the first page that is
  * already mapped or poisoned (-EEXIST): step over it and go on, so that
- * every hole of the range ends up poisoned.  Async-signal-safe.
+ * every hole of the range ends up poisoned.  0, or -errno if some hole may
+ * have stayed unpoisoned.  Async-signal-safe.
  */
 _Atomic uint64_t uffd_poison_gen;
 
-static void uffd_poison(int fd, char *addr, size_t len)
+static int uffd_poison(int fd, char *addr, size_t len)
 {
 	char *end = addr + len;
 
@@ -284,15 +285,16 @@ static void uffd_poison(int fd, char *addr, size_t len)
 		};
 
 		if (ioctl(fd, UFFDIO_POISON, &p) == 0)
-			return;
+			return 0;
 		if (errno == EAGAIN && p.updated > 0) {
 			addr += p.updated;
 			continue;
 		}
 		if (errno != EEXIST)
-			return;
+			return -errno;
 		addr += (p.updated > 0 ? (size_t)p.updated : 0) + vr_page_size;
 	}
+	return 0;
 }
 
 static void uffd_wake(int fd, void *addr, size_t len)
@@ -441,6 +443,14 @@ static int probe_locked(void)
 	return 0;
 }
 
+/* Not the kernel's verdict on userfaultfd (out of descriptors or memory,
+ * interrupted, busy...): worth asking again. */
+static bool transient(int r)
+{
+	return r != -EPERM && r != -EACCES && r != -ENOSYS && r != -EINVAL &&
+	       r != -EOPNOTSUPP && r != -ENOTTY;
+}
+
 static bool ensure_probed(void)
 {
 	int st = atomic_load(&probe_state);
@@ -451,8 +461,13 @@ static bool ensure_probed(void)
 	pthread_mutex_lock(&probe_lock);
 	st = atomic_load(&probe_state);
 	if (st == PROBE_UNKNOWN) {
-		st = probe_locked() == 0 ? PROBE_OK : PROBE_FAILED;
-		atomic_store(&probe_state, st);
+		int r = probe_locked();
+
+		st = r == 0 ? PROBE_OK : PROBE_FAILED;
+		/* A transient failure: unusable for now, asked again next
+		 * time (one EMFILE must not cost SIGBUS mode for good). */
+		if (r == 0 || !transient(r))
+			atomic_store(&probe_state, st);
 	}
 	pthread_mutex_unlock(&probe_lock);
 	return st == PROBE_OK;
@@ -680,23 +695,27 @@ out:
 	release(a);
 }
 
+/* The fault thread's page buffer: made before the thread starts (a thread
+ * that could not get one would leave touches blocked), kept for good. */
+static void *fault_buf; /* probe_lock */
+
 static void *fault_main(void *arg)
 {
 	struct uffd_msg msgs[UFFD_MSGS];
 	int fd = (int)(intptr_t)arg;
-	void *buf;
+	void *buf = fault_buf;
 
-	buf = mmap(NULL, vr_page_size, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		return NULL;
 	for (;;) {
 		ssize_t n = read(fd, msgs, sizeof(msgs));
 
 		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			break; /* closed (fork child) or broken */
+			if (errno == EBADF)
+				break; /* closed: nothing will fault here any more */
+			/* Anything else may pass (a touch is waiting on us):
+			 * never leave the faults unserved; try again shortly. */
+			if (errno != EINTR && errno != EAGAIN)
+				poll(NULL, 0, 1);
+			continue;
 		}
 		for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++) {
 			uintptr_t a;
@@ -707,7 +726,10 @@ static void *fault_main(void *arg)
 			serve_fault((char *)(a & ~(uintptr_t)(vr_page_size - 1)), buf);
 		}
 	}
-	munmap(buf, vr_page_size);
+	pthread_mutex_lock(&probe_lock);
+	if (fault_fd == fd)
+		thread_running = false;
+	pthread_mutex_unlock(&probe_lock);
 	return NULL;
 }
 
@@ -734,6 +756,16 @@ static int ensure_fault_thread(void)
 			goto out;
 		}
 		fault_fd = fd;
+	}
+	if (!fault_buf) {
+		void *b = mmap(NULL, vr_page_size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (b == MAP_FAILED) {
+			r = -errno;
+			goto out;
+		}
+		fault_buf = b;
 	}
 	/* Application signals go to application threads, never here. */
 	sigfillset(&all);
@@ -835,9 +867,14 @@ static int arm_transient(struct vfile *f, struct vmap *m)
 	size_t len = m->size - m->first;
 	int r = uffd_register(sigbus_fd, start, len, NULL);
 
-	if (r < 0)
+	/* Only the kernel's refusals for good (a read-only mapping, the
+	 * application's own uffd, a kind it does not take) mean zeros; any
+	 * other failure is left to the purges' own registrations, which
+	 * leave the pages unpunched when they fail. */
+	if (r == -EPERM || r == -EBUSY || r == -EINVAL)
 		return r;
-	uffd_unregister(sigbus_fd, start, len);
+	if (r == 0)
+		uffd_unregister(sigbus_fd, start, len);
 	if (vfile_lock(f) == 0) {
 		rt_visit(&f->tree, m->first >> vr_page_shift,
 			 m->size >> vr_page_shift, walk_poison_new, m);
@@ -949,7 +986,7 @@ static void rearm(bool regions_only)
 		a->run_end = NULL;
 		a->win = 0;
 		if ((!a->m->region &&
-		     !anymap_map_holds(a->f, a->m, a->m->first,
+		     !appmap_holds(a->f, a->m, a->m->first,
 				       a->m->size - a->m->first)) ||
 		    arm_entry(a) < 0)
 			free(a);
@@ -969,15 +1006,19 @@ int uffd_arm(struct vfile *f, struct vmap *m, bool force)
 		return 0;
 	if (!ensure_probed())
 		return -EOPNOTSUPP;
+	r = -EAGAIN;
 	if (whole_ok() || force) {
 		r = ensure_fault_thread();
 		if (r == 0)
 			r = arm_whole(f, m);
-	} else {
-		r = arm_transient(f, m);
+		if (r < 0 && force)
+			return r; /* a refill asked for it: m stays as it was */
 	}
-	if (r == -ENOMEM || r == -EAGAIN || r == -EOPNOTSUPP)
-		r = arm_transient(f, m); /* no thread or no memory: as before */
+	/* Not whole, or no thread (out of descriptors, a fault in its
+	 * setup...) or no memory: registered around purges, as before.  Only
+	 * a mapping the kernel will not register at all falls back to zeros. */
+	if (r < 0)
+		r = arm_transient(f, m);
 	if (r < 0)
 		note_fallback(m, r);
 	return r;
@@ -1023,6 +1064,15 @@ void uffd_fallbacks(uint64_t *count, char *why, size_t size)
 
 /* ---- the purge hooks ----------------------------------------------------- */
 
+/*
+ * An armed mapping stays registered for good: a poison that fails costs
+ * nothing but a trip to the fault thread, which poisons on touch from the
+ * file's state.  A mapping that is not armed (a user-mode-only uffd) is
+ * registered around each purge; when its poison or its unregistering
+ * fails, the registration stays (m->reg_stayed): it raises SIGBUS as the
+ * markers would, and unmarking drops it before the pages are handed back.
+ */
+
 /* A span arming (file_state.c: scattered pages of one batch): an armed
  * mapping is registered already, so only a refill region says no. */
 bool uffd_span_ok(const struct vmap *m)
@@ -1039,15 +1089,16 @@ void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
 			uffd_poison(fault_fd, m->base + off, len);
 		return;
 	}
-	if (sigbus_fd >= 0)
-		uffd_poison(sigbus_fd, m->base + off, len);
+	if (sigbus_fd >= 0 && uffd_poison(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
 }
 
 void uffd_disarm(struct vmap *m, size_t off, size_t len)
 {
-	/* An armed mapping stays registered for good. */
-	if (!m->armed && sigbus_fd >= 0)
-		uffd_unregister(sigbus_fd, m->base + off, len);
+	if (m->armed || sigbus_fd < 0 || atomic_load(&m->reg_stayed))
+		return; /* a registration that must stay: unmarking drops it */
+	if (uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
 }
 
 int uffd_before_discard(struct vmap *m, size_t off, size_t len)
@@ -1066,6 +1117,13 @@ int uffd_before_discard(struct vmap *m, size_t off, size_t len)
 	return r;
 }
 
+void uffd_cancel_discard(struct vmap *m, size_t off, size_t len)
+{
+	if (!m->armed && sigbus_fd >= 0 &&
+	    uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
+}
+
 void uffd_after_discard(struct vmap *m, size_t off, size_t len)
 {
 	if (m->armed) {
@@ -1077,17 +1135,25 @@ void uffd_after_discard(struct vmap *m, size_t off, size_t len)
 	}
 	if (sigbus_fd < 0)
 		return;
-	uffd_poison(sigbus_fd, m->base + off, len);
-	/* Lets the VMAs merge back: nothing of the purge stays registered. */
-	uffd_unregister(sigbus_fd, m->base + off, len);
+	/* Lets the VMAs merge back: nothing of the purge stays registered,
+	 * unless poisoning or unregistering failed (see above). */
+	if (uffd_poison(sigbus_fd, m->base + off, len) < 0 ||
+	    uffd_unregister(sigbus_fd, m->base + off, len) < 0)
+		atomic_store(&m->reg_stayed, true);
 }
 
-void uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
+int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len)
 {
+	int r;
+
+	/* A purge's registration that stayed would raise SIGBUS on the
+	 * fresh page: drop it first.  Plain system calls: async-signal-safe. */
+	if (!m->armed && sigbus_fd >= 0 && atomic_load(&m->reg_stayed) &&
+	    (r = uffd_unregister(sigbus_fd, m->base + off, len)) < 0)
+		return r;
 	/* Clears poison markers; the next touch maps a fresh zero page (in an
-	 * armed mapping through the fault thread).  A plain system call:
-	 * async-signal-safe. */
-	madvise(m->base + off, len, MADV_DONTNEED);
+	 * armed mapping through the fault thread). */
+	return madvise(m->base + off, len, MADV_DONTNEED) < 0 ? -errno : 0;
 }
 
 /* ---- refill on and off --------------------------------------------------- */

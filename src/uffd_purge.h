@@ -31,6 +31,8 @@ bool uffd_available(void) VR_HIDDEN;
 const char *uffd_fallback_reason(void) VR_HIDDEN;
 
 int uffd_before_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+/* uffd_before_discard succeeded but the purge does not go ahead. */
+void uffd_cancel_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 void uffd_after_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 /*
  * A purge of scattered pages arms a mapping once over the whole span of
@@ -45,7 +47,8 @@ void uffd_after_discard(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 bool uffd_span_ok(const struct vmap *m) VR_HIDDEN;
 void uffd_poison_armed(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 void uffd_disarm(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
-void uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
+/* 0, or -errno: the pages may still raise SIGBUS, keep them purged. */
+int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 
 /*
  * Arm m (on f's mapping list, m->sigbus set) for SIGBUS in this process:

@@ -59,7 +59,9 @@ static bool read_all(int fd, uint64_t seq)
 				push((uintptr_t)msg[i].arg.remove.start,
 				     (uintptr_t)msg[i].arg.remove.end, seq);
 	}
-	return n == 0 ? false : errno == EAGAIN || errno == EINTR;
+	/* Any other failure may pass: an unmapper is waiting for this
+	 * read, so only a descriptor that is gone ends the reader. */
+	return n == 0 ? false : errno != EBADF;
 }
 
 static sem_t started;
@@ -80,9 +82,13 @@ static void *reader(void *arg)
 	sem_post(&started);
 	for (;;) {
 		if (poll(&p, 1, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
+			/* Only a descriptor that is gone ends the reader: an
+			 * unmapper waits for it (munmap would hang). */
+			if (errno == EBADF)
+				break;
+			if (errno != EINTR)
+				poll(NULL, 0, 1);
+			continue;
 		}
 		if (p.revents & (POLLNVAL | POLLERR))
 			break; /* closed under us: no registrations left */

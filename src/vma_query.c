@@ -138,7 +138,10 @@ static int query_cached(uintptr_t addr, bool next, bool named, struct vma *out)
 	if (fd < 0)
 		return fd;
 	r = query_ioctl(fd, addr, next, named, out);
-	if (r == 0 || r == -ENOENT || r == -ENAMETOOLONG)
+	/* Out of memory or interrupted says nothing about the descriptor:
+	 * reopening would leave the cached one behind for good. */
+	if (r == 0 || r == -ENOENT || r == -ENAMETOOLONG || r == -ENOMEM ||
+	    r == -EINTR || r == -EAGAIN)
 		return r;
 	nfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (nfd < 0)
@@ -157,6 +160,10 @@ static int query(uintptr_t addr, bool next, struct vma *out)
 		r = query_cached(addr, next, true, out);
 		if (r == -ENAMETOOLONG) /* a path longer than we keep */
 			r = query_cached(addr, next, false, out);
+		/* Out of memory or interrupted: we do not know, and "nothing
+		 * mapped" would make callers forget live state. */
+		if (r == -ENOMEM || r == -EINTR || r == -EAGAIN)
+			return r;
 		if (r < 0 && r != -ENOTTY)
 			return -ENOENT; /* nothing mapped there */
 	}

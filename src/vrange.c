@@ -125,8 +125,10 @@ int vrange_fd_forget(int fd)
 	struct stat st;
 
 	vr_init_basic();
-	if (fd < 0 || fstat(fd, &st) < 0)
+	if (fd < 0)
 		return -EBADF;
+	if (fstat(fd, &st) < 0)
+		return -errno; /* -EBADF for a bad fd, else what went wrong */
 	return vfile_forget(st.st_dev, st.st_ino);
 }
 
