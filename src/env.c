@@ -16,6 +16,7 @@
 #include "pressure.h"
 #include "purge.h"
 #include "region.h"
+#include "uffd_purge.h"
 
 struct vr_env vr_env = { .monitor = true };
 size_t vr_page_size = 4096;
@@ -157,7 +158,9 @@ static void read_env(void)
 }
 
 /* Lock order: the cache list, purge engine, file registry and files,
- * region table, state pool. */
+ * region table, state pool, userfaultfd's probe and mapping lists (a
+ * monitor purging holds the purge engine's lock when it lets go of an
+ * armed mapping: those last two come after it). */
 static void fork_prepare(void)
 {
 	/* Before any lock: it takes them itself. */
@@ -167,6 +170,7 @@ static void fork_prepare(void)
 	vfile_fork_prepare();
 	region_fork_prepare();
 	pool_fork_prepare();
+	uffd_fork_prepare();
 }
 
 static void fork_parent(void)
@@ -176,6 +180,7 @@ static void fork_parent(void)
 	vfile_fork_done();
 	purge_fork_done();
 	cache_fork_parent();
+	uffd_fork_parent();
 }
 
 static void fork_child(void)
@@ -185,6 +190,7 @@ static void fork_child(void)
 	vfile_fork_child();
 	purge_fork_done();
 	cache_fork_child();
+	uffd_fork_child();
 }
 
 static void init_basic_once(void)
