@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "fault_inject.h"
+#include "fd_pass.h"
 #include "vrange.h"
 
 #define PAGES 8            /* per buffer; the first half is made volatile */
@@ -760,46 +761,15 @@ static void shim_check(const unsigned char *p, const unsigned char *want, size_t
  * -1 (the peer sent none). */
 static bool send_fd(int sock, int fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	char byte = 'x';
-	struct iovec iov = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c;
-
-	memset(u.buf, 0, sizeof(u.buf));
-	c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &m, 0) == 1;
+	return fd_pass_send(sock, "x", 1, fd) == 0;
 }
 
 static int recv_fd(int sock)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
 	char byte;
-	struct iovec iov = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c;
-	ssize_t n;
-	int fd = -1;
+	int fd;
 
-	memset(u.buf, 0, sizeof(u.buf));
-	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-		;
-	if (n == 1 && (c = CMSG_FIRSTHDR(&m)) && c->cmsg_level == SOL_SOCKET &&
-	    c->cmsg_type == SCM_RIGHTS)
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
+	return fd_pass_recv(sock, &byte, 1, &fd) == 1 ? fd : -1;
 }
 
 /* A forked child's new area, filled and sent over a socket (it ends once

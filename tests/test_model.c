@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fd_pass.h"
 #include "model.h"
 #include "model_cache.h"
 
@@ -272,46 +273,6 @@ struct zmsg {
 	int status;
 };
 
-static int send_fd_msg(int sock, const void *buf, size_t len, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {(void *)buf, len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
-}
-
-static ssize_t recv_fd_msg(int sock, void *buf, size_t len, int *fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {buf, len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-	ssize_t n;
-
-	*fd = -1;
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c;
-	     c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return n;
-}
-
 static void peer_loop(int sock)
 {
 	struct m_op op;
@@ -320,12 +281,12 @@ static void peer_loop(int sock)
 
 	model_exec_init(ps);
 	for (;;) {
-		if (recv_fd_msg(sock, &op, sizeof(op), &fd) != sizeof(op))
+		if (fd_pass_recv(sock, &op, sizeof(op), &fd) != sizeof(op))
 			_exit(3);
 		if (op.type == OP_EXIT)
 			_exit(0);
 		model_exec(&op, fd, &res);
-		if (send_fd_msg(sock, &res, sizeof(res), -1) < 0)
+		if (fd_pass_send(sock, &res, sizeof(res), -1) < 0)
 			_exit(4);
 	}
 }
@@ -336,7 +297,7 @@ static void zygote_loop(int sock)
 	int fd;
 
 	for (;;) {
-		if (recv_fd_msg(sock, &m, sizeof(m), &fd) != sizeof(m))
+		if (fd_pass_recv(sock, &m, sizeof(m), &fd) != sizeof(m))
 			_exit(0);
 		if (m.cmd == 1) {
 			int sv[2];
@@ -351,12 +312,12 @@ static void zygote_loop(int sock)
 				peer_loop(sv[1]);
 			}
 			close(sv[1]);
-			send_fd_msg(sock, &m, sizeof(m), sv[0]);
+			fd_pass_send(sock, &m, sizeof(m), sv[0]);
 			close(sv[0]);
 		} else if (m.cmd == 2) {
 			m.status = -1;
 			waitpid(m.pid, &m.status, 0);
-			send_fd_msg(sock, &m, sizeof(m), -1);
+			fd_pass_send(sock, &m, sizeof(m), -1);
 		} else {
 			while (wait(NULL) > 0)
 				;
@@ -387,8 +348,8 @@ static struct zmsg zygote_call(int cmd, pid_t pid, int *fd)
 	struct zmsg m = {cmd, pid, 0};
 	int got = -1;
 
-	if (send_fd_msg(zyg, &m, sizeof(m), -1) < 0 ||
-	    recv_fd_msg(zyg, &m, sizeof(m), &got) != sizeof(m))
+	if (fd_pass_send(zyg, &m, sizeof(m), -1) < 0 ||
+	    fd_pass_recv(zyg, &m, sizeof(m), &got) != sizeof(m))
 		fail("zygote does not answer");
 	if (fd)
 		*fd = got;
@@ -422,8 +383,8 @@ static void run_op(struct m_op *op, struct m_res *res, int fd)
 			mcache_purged();
 		return;
 	}
-	if (send_fd_msg(P[op->proc].sock, op, sizeof(*op), fd) < 0 ||
-	    recv_fd_msg(P[op->proc].sock, res, sizeof(*res), &fd) !=
+	if (fd_pass_send(P[op->proc].sock, op, sizeof(*op), fd) < 0 ||
+	    fd_pass_recv(P[op->proc].sock, res, sizeof(*res), &fd) !=
 		    sizeof(*res))
 		fail("peer %d (pid %d) does not answer", op->proc,
 		     (int)P[op->proc].pid);
@@ -1390,7 +1351,7 @@ static void g_exit(int p)
 	drop_everything(p);
 	opn++;
 	tracef("#%u p%d EXIT", opn, p);
-	if (send_fd_msg(P[p].sock, &op, sizeof(op), -1) < 0)
+	if (fd_pass_send(P[p].sock, &op, sizeof(op), -1) < 0)
 		fail("peer %d gone before its exit", p);
 	total_ops++;
 	close(P[p].sock);
@@ -1461,7 +1422,7 @@ static void g_kill(int p)
 		op.seed = 0x5eed;
 		op.n = opn;
 		note_how(p, o, op.arg, op.type == OP_MARK);
-		if (send_fd_msg(P[p].sock, &op, sizeof(op), -1) < 0)
+		if (fd_pass_send(P[p].sock, &op, sizeof(op), -1) < 0)
 			fail("peer %d gone", p);
 		total_ops++;
 	}
@@ -2037,7 +1998,7 @@ int main(void)
 	{
 		struct zmsg m = {3, 0, 0};
 
-		send_fd_msg(zyg, &m, sizeof(m), -1);
+		fd_pass_send(zyg, &m, sizeof(m), -1);
 		close(zyg);
 		waitpid(zyg_pid, NULL, 0);
 	}

@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fd_pass.h"
+
 struct ashmem_pin {
 	uint32_t offset, len;
 };
@@ -167,43 +169,6 @@ static uint8_t classify(const char *p, uint32_t seed)
 
 /* ---- messages with an optional fd ---- */
 
-static int xsend(const void *b, size_t n, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {(void *)b, n};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
-}
-
-static ssize_t xrecv(void *b, size_t n, int *fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {b, n};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-	ssize_t r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-
-	*fd = -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); r > 0 && c;
-	     c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_type == SCM_RIGHTS)
-			memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return r;
-}
-
 /* ---- the executor (both processes) ---- */
 
 static long pin_call(int fd, unsigned long req, uint32_t off, uint32_t len,
@@ -289,13 +254,12 @@ static void peer_loop(void)
 	int fd;
 
 	for (;;) {
-		if (xrecv(&op, sizeof(op), &fd) != sizeof(op) ||
+		if (fd_pass_recv(sock, &op, sizeof(op), &fd) != sizeof(op) ||
 		    op.type == A_EXIT)
 			_exit(0);
 		exec_op(&op, fd, &res);
 		/* A_GIVE: the answer carries this process's fd of the area */
-		if (xsend(&res, sizeof(res),
-			  op.type == A_GIVE ? afd[op.area] : -1) < 0)
+		if (fd_pass_send(sock, &res, sizeof(res), op.type == A_GIVE ? afd[op.area] : -1) < 0)
 			_exit(2);
 	}
 }
@@ -308,8 +272,8 @@ static int run(int p, struct aop *op, struct ares *res, int fd)
 		exec_op(op, fd, res);
 		return -1;
 	}
-	if (xsend(op, sizeof(*op), fd) < 0 ||
-	    xrecv(res, sizeof(*res), &fd) != sizeof(*res))
+	if (fd_pass_send(sock, op, sizeof(*op), fd) < 0 ||
+	    fd_pass_recv(sock, res, sizeof(*res), &fd) != sizeof(*res))
 		fail("the other process does not answer");
 	return fd;
 }
@@ -592,7 +556,7 @@ int main(void)
 		struct aop op = {.type = A_EXIT};
 		int st;
 
-		xsend(&op, sizeof(op), -1);
+		fd_pass_send(sock, &op, sizeof(op), -1);
 		if (waitpid(peer, &st, 0) != peer || st != 0)
 			fail("the other process ended with status %#x", st);
 	}

@@ -38,6 +38,7 @@
 
 #include <vrange.h>
 
+#include "fd_pass.h"
 #include "test_main.h"
 
 #define HELPER_ENV "VRANGE_TEST_SHARED_HELPER"
@@ -82,45 +83,6 @@ static int all_bytes(const unsigned char *p, size_t n, unsigned char b)
 		if (p[i] != b)
 			return 0;
 	return 1;
-}
-
-static int send_fd(int sock, int fd, const void *buf, size_t len)
-{
-	char ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { (void *)buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *c;
-
-	memset(ctl, 0, sizeof(ctl));
-	if (fd >= 0) {
-		mh.msg_control = ctl;
-		mh.msg_controllen = sizeof(ctl);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
-}
-
-/* Receive one message; *fd gets a passed descriptor or -1. */
-static ssize_t recv_fd(int sock, int *fd, void *buf, size_t len)
-{
-	char ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c;
-	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-
-	*fd = -1;
-	if (n < 0)
-		return n;
-	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return n;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -349,7 +311,7 @@ static int serve(int sock)
 		struct cmd c;
 		struct reply rep;
 		int pfd;
-		ssize_t n = recv_fd(sock, &pfd, &c, sizeof(c));
+		ssize_t n = fd_pass_recv(sock, &c, sizeof(c), &pfd);
 		unsigned char *base = r ? vrange_region_base(r) : NULL;
 
 		if (n != (ssize_t)sizeof(c))
@@ -440,7 +402,7 @@ static int serve(int sock)
 		}
 		if (pfd >= 0)
 			close(pfd);
-		if (send_fd(sock, -1, &rep, sizeof(rep)) < 0)
+		if (fd_pass_send(sock, &rep, sizeof(rep), -1) < 0)
 			break;
 	}
 out:
@@ -506,8 +468,8 @@ static struct reply helper_call_full(struct helper *h, int fd, const struct cmd 
 	struct reply rep;
 	int rfd;
 
-	ck_assert_int_eq(send_fd(h->sock, fd, c, sizeof(*c)), 0);
-	ck_assert_int_eq(recv_fd(h->sock, &rfd, &rep, sizeof(rep)), (ssize_t)sizeof(rep));
+	ck_assert_int_eq(fd_pass_send(h->sock, c, sizeof(*c), fd), 0);
+	ck_assert_int_eq(fd_pass_recv(h->sock, &rep, sizeof(rep), &rfd), (ssize_t)sizeof(rep));
 	if (rfd >= 0)
 		close(rfd);
 	return rep;
@@ -533,7 +495,7 @@ static void helper_stop(struct helper *h)
 	struct cmd cm = { .op = OP_EXIT };
 	int st;
 
-	send_fd(h->sock, -1, &cm, sizeof(cm));
+	fd_pass_send(h->sock, &cm, sizeof(cm), -1);
 	close(h->sock);
 	ck_assert_int_eq(waitpid(h->pid, &st, 0), h->pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
@@ -768,7 +730,7 @@ START_TEST(stress_scm_rights)
 					  .steps = stress_steps(), .seed = 99 + i,
 					  .purge_permille = 250 } };
 
-		ck_assert_int_eq(send_fd(h[i].sock, -1, &c, sizeof(c)), 0);
+		ck_assert_int_eq(fd_pass_send(h[i].sock, &c, sizeof(c), -1), 0);
 	}
 	{
 		struct work_cfg c = { .id = 0, .nprocs = nprocs, .slices = slices,
@@ -783,7 +745,7 @@ START_TEST(stress_scm_rights)
 		struct reply rep;
 		int rfd;
 
-		ck_assert_int_eq(recv_fd(h[i].sock, &rfd, &rep, sizeof(rep)),
+		ck_assert_int_eq(fd_pass_recv(h[i].sock, &rep, sizeof(rep), &rfd),
 				 (ssize_t)sizeof(rep));
 		ck_assert_int_eq(rep.ret, 0);
 		sum.cycles += rep.sum.cycles;
@@ -2208,12 +2170,12 @@ START_TEST(orphaned_file_stays_shared)
 		if (vrange_region_create("orphan", 4 * ps, 0, &r) < 0)
 			_exit(3);
 		memset(vrange_region_base(r), 0x19, 4 * ps);
-		send_fd(sv[1], vrange_region_fd(r), "x", 1);
+		fd_pass_send(sv[1], "x", 1, vrange_region_fd(r));
 		vrange_region_destroy(r);
 		_exit(0);
 	}
 	close(sv[1]);
-	ck_assert_int_eq(recv_fd(sv[0], &fd, &b, 1), 1);
+	ck_assert_int_eq(fd_pass_recv(sv[0], &b, 1, &fd), 1);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	h1 = helper_start(1);
@@ -2267,7 +2229,7 @@ START_TEST(forked_child_keeps_state_reachable)
 			prctl(PR_SET_PDEATHSIG, 0);
 			_exit(serve(cv[1]));
 		}
-		send_fd(sv[1], vrange_region_fd(cr), &c, sizeof(c));
+		fd_pass_send(sv[1], &c, sizeof(c), vrange_region_fd(cr));
 		_exit(0);
 	}
 	close(sv[1]);
@@ -2275,7 +2237,7 @@ START_TEST(forked_child_keeps_state_reachable)
 	{
 		pid_t c;
 
-		ck_assert_int_eq(recv_fd(sv[0], &fd, &c, sizeof(c)), (ssize_t)sizeof(c));
+		ck_assert_int_eq(fd_pass_recv(sv[0], &c, sizeof(c), &fd), (ssize_t)sizeof(c));
 		child.pid = c;
 	}
 	child.sock = cv[0];
@@ -2294,7 +2256,7 @@ START_TEST(forked_child_keeps_state_reachable)
 	{
 		struct cmd cm = { .op = OP_EXIT };
 
-		send_fd(child.sock, -1, &cm, sizeof(cm));
+		fd_pass_send(child.sock, &cm, sizeof(cm), -1);
 		close(child.sock);
 	}
 	vrange_region_destroy(r);

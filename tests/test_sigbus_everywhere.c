@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fd_pass.h"
 #include "test_main.h"
 #include "vrange.h"
 
@@ -148,44 +149,6 @@ struct peer {
 	int sock;
 };
 
-static int send_fd(int sock, const void *buf, size_t len, int fd)
-{
-	char ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { (void *)buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl;
-		mh.msg_controllen = sizeof(ctl);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	return sendmsg(sock, &mh, 0) == (ssize_t)len ? 0 : -1;
-}
-
-static int recv_fd(int sock, void *buf, size_t len, int *fd)
-{
-	char ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c;
-
-	*fd = -1;
-	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != (ssize_t)len)
-		return -1;
-	c = CMSG_FIRSTHDR(&mh);
-	if (c && c->cmsg_type == SCM_RIGHTS)
-		memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return 0;
-}
-
 static void peer_serve(int sock)
 {
 	vrange_region *r = NULL;
@@ -196,7 +159,7 @@ static void peer_serve(int sock)
 		struct rep a;
 		int fd;
 
-		if (recv_fd(sock, &q, sizeof(q), &fd) < 0)
+		if (fd_pass_recv(sock, &q, sizeof(q), &fd) != (ssize_t)sizeof(q))
 			_exit(0);
 		memset(&a, 0, sizeof(a));
 		switch (q.op) {
@@ -272,7 +235,7 @@ static struct rep peer_call(struct peer *p, int op, uint64_t off, uint64_t len,
 	q.len = len;
 	q.byte = byte;
 
-	ck_assert_int_eq(send_fd(p->sock, &q, sizeof(q), fd), 0);
+	ck_assert_int_eq(fd_pass_send(p->sock, &q, sizeof(q), fd), 0);
 	ck_assert_int_eq(read(p->sock, &a, sizeof(a)), (ssize_t)sizeof(a));
 	return a;
 }
@@ -285,7 +248,7 @@ static void peer_stop(struct peer *p)
 	memset(&q, 0, sizeof(q));
 	q.op = OP_QUIT;
 
-	send_fd(p->sock, &q, sizeof(q), -1);
+	fd_pass_send(p->sock, &q, sizeof(q), -1);
 	ck_assert_int_eq(waitpid(p->pid, &st, 0), p->pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "peer status %#x", st);
 	close(p->sock);
