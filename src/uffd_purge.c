@@ -81,6 +81,7 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -699,11 +700,21 @@ out:
  * that could not get one would leave touches blocked), kept for good. */
 static void *fault_buf; /* probe_lock */
 
+/*
+ * Posted by a new fault thread once it runs: its creator waits for it, so
+ * no fork() can copy the process while the thread is still starting up
+ * (inside its C library's or a sanitizer's allocator: the child would
+ * inherit that lock held, and its own fault thread hang on it).
+ */
+static sem_t fault_started; /* probe_lock */
+
 static void *fault_main(void *arg)
 {
 	struct uffd_msg msgs[UFFD_MSGS];
 	int fd = (int)(intptr_t)arg;
 	void *buf = fault_buf;
+
+	sem_post(&fault_started);
 
 	for (;;) {
 		ssize_t n = read(fd, msgs, sizeof(msgs));
@@ -770,11 +781,14 @@ static int ensure_fault_thread(void)
 	/* Application signals go to application threads, never here. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	sem_init(&fault_started, 0, 0);
 	r = -pthread_create(&fault_thread, NULL, fault_main,
 			    (void *)(intptr_t)fault_fd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r == 0) {
 		pthread_detach(fault_thread);
+		while (sem_wait(&fault_started) < 0 && errno == EINTR)
+			;
 		thread_running = true;
 	}
 out:
