@@ -16,6 +16,7 @@
 #include "pressure.h"
 #include "purge.h"
 #include "region.h"
+#include "uffd_purge.h"
 
 struct vr_env vr_env = { .monitor = true };
 size_t vr_page_size = 4096;
@@ -157,13 +158,16 @@ static void read_env(void)
 }
 
 /* Lock order: the cache list, purge engine, file registry and files,
- * region table. */
+ * region table, userfaultfd's probe and mapping lists (a monitor purging
+ * holds the purge engine's lock when it lets go of an armed mapping: those
+ * last two come after it). */
 static void fork_prepare(void)
 {
 	cache_fork_prepare();
 	purge_fork_prepare();
 	vfile_fork_prepare();
 	region_fork_prepare();
+	uffd_fork_prepare();
 }
 
 static void fork_parent(void)
@@ -172,6 +176,7 @@ static void fork_parent(void)
 	vfile_fork_done();
 	purge_fork_done();
 	cache_fork_parent();
+	uffd_fork_parent();
 }
 
 static void fork_child(void)
@@ -180,6 +185,7 @@ static void fork_child(void)
 	vfile_fork_child();
 	purge_fork_done();
 	cache_fork_child();
+	uffd_fork_child();
 }
 
 static void init_basic_once(void)

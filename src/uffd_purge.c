@@ -336,13 +336,13 @@ out:
 	return r;
 }
 
-static void fork_prepare(void)
+void uffd_fork_prepare(void)
 {
 	pthread_mutex_lock(&probe_lock);
 	pthread_mutex_lock(&list_lock);
 }
 
-static void fork_parent(void)
+void uffd_fork_parent(void)
 {
 	pthread_mutex_unlock(&list_lock);
 	pthread_mutex_unlock(&probe_lock);
@@ -355,7 +355,7 @@ static void fork_parent(void)
  */
 static void rearm(bool regions_only);
 
-static void fork_child(void)
+void uffd_fork_child(void)
 {
 	struct uffd_armed *a, *next;
 
@@ -381,13 +381,11 @@ static void fork_child(void)
 		atomic_store(&probe_state, PROBE_UNKNOWN);
 	pthread_mutex_unlock(&list_lock);
 	pthread_mutex_unlock(&probe_lock);
-	/* The other modules' child handlers that hold locks we take ran
-	 * before ours (registered first); the application mappings wait for
-	 * the child's first purge (rearm). */
+	/* The other modules' child handlers, which let go of locks we take,
+	 * ran before this one (env.c); the application mappings wait for the
+	 * child's first purge (rearm). */
 	rearm(true);
 }
-
-static bool atfork_done;
 
 /* Under probe_lock. */
 static int probe_locked(void)
@@ -436,10 +434,6 @@ static int probe_locked(void)
 		return r;
 	}
 	sigbus_fd = fd;
-	if (!atfork_done) {
-		pthread_atfork(fork_prepare, fork_parent, fork_child);
-		atfork_done = true;
-	}
 	reason[0] = '\0';
 	return 0;
 }

@@ -70,6 +70,15 @@ void uffd_forget_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 /* A fork child: arm again what the parent had armed (the kernel dropped
  * the registrations).  Call with no library lock held (purge entry). */
 void uffd_rearm(void) VR_HIDDEN;
+
+/*
+ * fork(): its locks are the last taken (leaves: nothing is locked under
+ * them), so env.c's handlers call these after every other module's in the
+ * prepare step, and after them in the parent and the child.
+ */
+void uffd_fork_prepare(void) VR_HIDDEN;
+void uffd_fork_parent(void) VR_HIDDEN;
+void uffd_fork_child(void) VR_HIDDEN;
 /* Mappings known now that fell back, and the last reason. */
 void uffd_fallbacks(uint64_t *count, char *why, size_t size) VR_HIDDEN;
 
