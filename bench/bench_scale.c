@@ -21,6 +21,7 @@
 #include <linux/falloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -440,9 +441,16 @@ static void many_regions(size_t n)
 		vrange_region **r = calloc(n, sizeof(*r));
 		double t[5];
 
-		/* As many descriptors as this process may have. */
+		/* As many descriptors as this process may have; as root, as
+		 * many as the count needs (up to fs.nr_open). */
 		if (!r || getrlimit(RLIMIT_NOFILE, &rl) < 0)
 			die("getrlimit", errno);
+		if (rl.rlim_max < n + 1000) {
+			struct rlimit up = { n + 1000, n + 1000 };
+
+			if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+				rl = up;
+		}
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			die("setrlimit", errno);
@@ -476,6 +484,22 @@ static void many_regions(size_t n)
 	waitpid(pid, &status, 0);
 }
 
+/* May this process raise its descriptor hard limit to n?  (Asked in a
+ * child: the answer must not change this process.) */
+static bool raisable(size_t n)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct rlimit up = { n, n };
+
+		_exit(setrlimit(RLIMIT_NOFILE, &up) == 0 ? 0 : 1);
+	}
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
+}
+
 static void scale_regions(void)
 {
 	FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
@@ -490,13 +514,15 @@ static void scale_regions(void)
 			maps = 0;
 		fclose(f);
 	}
-	/* Three descriptors and two mappings per region today. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max < 3 * n + 64) {
-		n = (rl.rlim_max - 64) / 3;
+	/* One descriptor and one mapping per region (the child raises its
+	 * limit where it may: root, up to fs.nr_open). */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max < n + 64 &&
+	    !raisable(n + 1000)) {
+		n = rl.rlim_max - 64;
 		printf("(descriptor hard limit %llu: %zu regions at most, not 100000)\n",
 		       (unsigned long long)rl.rlim_max, n);
 	}
-	if ((size_t)maps < 2 * n + 1000) {
+	if ((size_t)maps < n + 1000) {
 		printf("%7zu regions: skipped, vm.max_map_count %ld too low (raise it as root)\n",
 		       n, maps);
 		return;

@@ -88,7 +88,8 @@ void *vrange_region_base(const vrange_region *r);
 /** The region's size in bytes.  See vrange_region_size(3). */
 size_t vrange_region_size(const vrange_region *r);
 
-/** The region's memfd, owned by the region.  See vrange_region_fd(3). */
+/** The region's memfd, owned by the region; its first call makes the
+ * region's state shareable (-errno if it cannot).  See vrange_region_fd(3). */
 int vrange_region_fd(const vrange_region *r);
 
 /** The access mode in force.  See vrange_region_access(3). */

@@ -116,6 +116,7 @@ static void do_init(void)
 	RESOLVE(shim_real.ftruncate, "ftruncate");
 	RESOLVE(shim_real.fallocate, "fallocate");
 	RESOLVE(shim_real.recvmsg, "recvmsg");
+	RESOLVE(shim_real.sendmsg, "sendmsg");
 	RESOLVE(real_fstat64, "fstat64");
 	RESOLVE(real_stat64, "stat64");
 	RESOLVE(real_lstat64, "lstat64");
@@ -824,6 +825,38 @@ void closefrom(int low)
 		shim_fd_range_closing((unsigned int)low, ~0u);
 	if (shim_real.closefrom)
 		shim_real.closefrom(low);
+}
+
+/*
+ * An ashmem fd about to leave over a socket: its state must be where the
+ * receiver finds it (an area's state is private until then).  sendmmsg
+ * is not intercepted (recvmmsg is not either).
+ */
+ssize_t sendmsg(int sock, const struct msghdr *msg, int flags)
+{
+	shim_init();
+	if (msg && msg->msg_control && msg->msg_controllen) {
+		int saved = errno;
+
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c;
+		     c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+			size_t n;
+
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+			    c->cmsg_len < CMSG_LEN(0))
+				continue;
+			n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < n; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+				if (fd >= 0 && shim_fd_entry(fd))
+					ash_escape_fd(fd);
+			}
+		}
+		errno = saved;
+	}
+	return CALL_REAL(shim_real.sendmsg, -1, sock, msg, flags);
 }
 
 /*

@@ -119,6 +119,31 @@ static void layer_release(struct ash_obj *o)
 }
 
 /*
+ * The state of an area only this process holds, mapped for the first
+ * time: in the library's pool, on pfd (the area closes it only after it
+ * dropped the state and the file layer's), unless the library knows the
+ * file already or the area is too big for a pool slot.
+ */
+static int private_state(struct ash_obj *o, const struct stat *st, struct vfile **f)
+{
+	uint64_t size = page_align(o->mapped_size);
+	int r;
+
+	*f = vfile_find(st->st_dev, st->st_ino, o->pfd);
+	if (*f)
+		return 0;
+	/* Its state went dormant after it was shared: that state, revived. */
+	if (vfile_dormant_known(st->st_dev, st->st_ino))
+		return vfile_get(o->pfd, st, f);
+	r = vfile_new_region(o->pfd, st, size, f);
+	if (r == 0)
+		(*f)->fd_kept = true;
+	else if (r == -E2BIG && (r = vshared_format(o->pfd, size)) == 0)
+		r = vfile_get(o->pfd, st, f);
+	return r;
+}
+
+/*
  * A mapped area's volatile state lives as long as any fd holds the area,
  * as with the driver.  So this process, while it holds the area, holds a
  * reference to the library's state of the file: a purge here sees the
@@ -132,15 +157,23 @@ static void hold_state(struct ash_obj *o)
 	struct stat st;
 	bool have;
 
+	bool fresh;
+
 	pthread_mutex_lock(&o->lock);
 	have = o->vf != NULL;
+	fresh = o->fresh_private;
+	o->fresh_private = false;
 	pthread_mutex_unlock(&o->lock);
 	if (have || o->pfd < 0)
 		return;
 	vr_init();
-	/* pfd must still be the area's file (a raw close could free it). */
+	/* pfd must still be the area's file (a raw close could free it).  A
+	 * fresh private area's state starts in the pool, on pfd (which the
+	 * area keeps until after it drops the state); if the library knows
+	 * the file already, that state is the one. */
 	if (shim_real.fstat(o->pfd, &st) < 0 || st.st_dev != o->dev ||
-	    st.st_ino != o->ino || vfile_get(o->pfd, &st, &f) < 0) {
+	    st.st_ino != o->ino ||
+	    (fresh ? private_state(o, &st, &f) : vfile_get(o->pfd, &st, &f)) < 0) {
 		shim_debug("cannot hold the state of ashmem area %lu",
 			   (unsigned long)o->ino);
 		return;
@@ -207,6 +240,7 @@ static struct ash_obj *obj_new(int pfd, const struct stat *st, bool xattr)
 	o->dev = st->st_dev;
 	o->ino = st->st_ino;
 	o->xattr = xattr;
+	o->escaped = true; /* ash_create says otherwise for its own */
 	pthread_mutex_init(&o->lock, NULL);
 	return o;
 }
@@ -429,6 +463,8 @@ int ash_create(int oflags)
 		o->local = m;
 		shim_debug("backing file takes no xattr: area state stays in this process");
 	}
+	/* Nobody else holds this file yet (install() sees it is new). */
+	o->escaped = false;
 	o = install(fd, o);
 	if (!o) {
 		r = -EMFILE;
@@ -705,8 +741,20 @@ int ash_fix_size(struct ash_obj *o, uint64_t *size)
 	if (m.size == 0) {
 		r = -EINVAL;
 	} else if (!(m.flags & ASH_MAPPED)) {
-		/* Page-rounded: pin ranges reach the page-aligned size. */
-		r = vshared_format(o->pfd, page_align(m.size));
+		bool priv;
+
+		pthread_mutex_lock(&shim_lock);
+		priv = !o->escaped;
+		pthread_mutex_unlock(&shim_lock);
+		/* Page-rounded: pin ranges reach the page-aligned size.  An
+		 * area only this process holds keeps its state private until
+		 * it is sent or a fork comes (no metadata file, no attribute,
+		 * no descriptor more). */
+		if (priv && ftruncate(o->pfd, (off_t)page_align(m.size)) == 0) {
+			o->fresh_private = !o->vf; /* o->lock is held */
+		} else {
+			r = vshared_format(o->pfd, page_align(m.size));
+		}
 		if (r == 0) {
 			m.flags |= ASH_MAPPED;
 			write = true;
@@ -852,10 +900,33 @@ int shim_map_lookup(void *addr, size_t old, size_t new_len, struct ash_obj **out
 	return r;
 }
 
-/* fork with another thread inside the shim must not leave locks held. */
+void ash_escape_fd(int fd)
+{
+	struct ash_obj *o = ash_from_fd(fd, false);
+	struct vfile *f = NULL;
+
+	if (!o)
+		return;
+	pthread_mutex_lock(&shim_lock);
+	o->escaped = true;
+	pthread_mutex_unlock(&shim_lock);
+	pthread_mutex_lock(&o->lock);
+	f = o->vf;
+	pthread_mutex_unlock(&o->lock);
+	if (f && vfile_share(f) < 0)
+		shim_debug("ashmem area %lu sent before its state could be shared",
+			   (unsigned long)o->ino);
+	ash_put(o);
+}
+
+/* fork with another thread inside the shim must not leave locks held.
+ * The child holds every area too: none is private any more (their
+ * states moved in the library's own prepare handler). */
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&shim_lock);
+	for (struct ash_obj *o = areas; o; o = o->next)
+		o->escaped = true;
 }
 
 static void atfork_parent(void)

@@ -89,6 +89,13 @@ struct ash_obj {
 	 * holds the area (o->lock): purges here see it, and this process
 	 * stays one of its holders however the ioctls come and go. */
 	struct vfile *vf;
+	/* Another process may hold the file: it came from elsewhere (not
+	 * this process's open), was sent over a socket, or a fork happened.
+	 * Until then a first mmap keeps the state private (state_pool.h);
+	 * sending it or forking makes it shared (vfile_share).  shim_lock. */
+	bool escaped;
+	bool fresh_private;    /* the first mmap here kept the state private:
+				* hold_state makes it (o->lock) */
 };
 
 /* Real libc functions, resolved with dlsym(RTLD_NEXT). */
@@ -130,6 +137,7 @@ struct shim_real {
 	int (*ftruncate)(int, off_t);
 	int (*fallocate)(int, int, off_t, off_t);
 	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
 };
 extern struct shim_real shim_real SHIM_HIDDEN;
 void shim_init(void) SHIM_HIDDEN;
@@ -238,5 +246,9 @@ static inline bool shim_is_ashmem_path(const char *path)
 {
 	return path && path[0] == '/' && __builtin_strncmp(path, "/dev/ashmem", 11) == 0;
 }
+
+/* fd is about to reach another process (SCM_RIGHTS): if it is an area,
+ * its state must be where that process finds it. */
+void ash_escape_fd(int fd) SHIM_HIDDEN;
 
 #endif

@@ -417,7 +417,7 @@ static bool is_special(const struct vma *v)
 static bool is_library_internal(const struct vma *v)
 {
 	static const char *const own[] = { "/memfd:vrange-local", "/memfd:vrange-state",
-					   "/memfd:vrange-pub" };
+					   "/memfd:vrange-pub", "/memfd:vrange-pool" };
 
 	for (size_t i = 0; v->shared && i < sizeof(own) / sizeof(own[0]); i++)
 		if (!strncmp(v->name, own[i], strlen(own[i])) &&
@@ -478,7 +478,7 @@ static struct vmap *arm_map(struct vfile *f, const struct vma *v,
 static int classify_shared(const struct vma *v, struct known *k)
 {
 	struct stat st;
-	struct vfile *f = vfile_find(v->dev, (ino_t)v->inode);
+	struct vfile *f = vfile_find(v->dev, (ino_t)v->inode, -1);
 	int fd, r;
 
 	if (!f) {

@@ -158,20 +158,24 @@ static void read_env(void)
 }
 
 /* Lock order: the cache list, purge engine, file registry and files,
- * region table, userfaultfd's probe and mapping lists (a monitor purging
- * holds the purge engine's lock when it lets go of an armed mapping: those
- * last two come after it). */
+ * region table, state pool, userfaultfd's probe and mapping lists (a
+ * monitor purging holds the purge engine's lock when it lets go of an
+ * armed mapping: those last two come after it). */
 static void fork_prepare(void)
 {
+	/* Before any lock: it takes them itself. */
+	vfile_share_all_states();
 	cache_fork_prepare();
 	purge_fork_prepare();
 	vfile_fork_prepare();
 	region_fork_prepare();
+	pool_fork_prepare();
 	uffd_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	pool_fork_parent();
 	region_fork_parent();
 	vfile_fork_done();
 	purge_fork_done();
@@ -181,6 +185,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	pool_fork_child();
 	region_fork_child();
 	vfile_fork_child();
 	purge_fork_done();

@@ -152,7 +152,7 @@ static void vfile_free(struct vfile *f)
 {
 	if (f->wd >= 0 && watch_ifd >= 0)
 		inotify_rm_watch(watch_ifd, f->wd);
-	if (f->fd >= 0)
+	if (f->fd >= 0 && !f->fd_borrowed)
 		close(f->fd);
 	if (f->arena)
 		munmap(f->arena, f->arena_bytes);
@@ -163,21 +163,15 @@ static void vfile_free(struct vfile *f)
 	free(f);
 }
 
+static struct vfile *vfile_alloc(const struct stat *st);
+
 static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 {
-	struct vfile *f = calloc(1, sizeof(*f));
+	struct vfile *f = vfile_alloc(st);
 	int r;
 
 	if (!f)
 		return -ENOMEM;
-	f->fd = -1;
-	f->wd = -1;
-	f->arena_fd = -1;
-	f->sh.meta_fd = -1;
-	f->dev = st->st_dev;
-	f->ino = st->st_ino;
-	f->refs = 1;
-	pthread_mutex_init(&f->lock, NULL);
 	r = own_descriptor(fd, &f->own_ofd);
 	if (r < 0)
 		goto fail;
@@ -207,6 +201,148 @@ fail:
 	return r;
 }
 
+/* Registry lock held. */
+static void registry_push(struct vfile *f)
+{
+	f->prev = NULL;
+	f->next = registry;
+	if (registry)
+		registry->prev = f;
+	registry = f;
+}
+
+static struct vfile *vfile_alloc(const struct stat *st)
+{
+	struct vfile *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->fd = -1;
+	f->wd = -1;
+	f->arena_fd = -1;
+	f->sh.meta_fd = -1;
+	f->sh.slot.fd = -1;
+	f->dev = st->st_dev;
+	f->ino = st->st_ino;
+	f->refs = 1;
+	pthread_mutex_init(&f->lock, NULL);
+	return f;
+}
+
+static void registry_add(struct vfile *f)
+{
+	pthread_mutex_lock(&registry_lock);
+	registry_push(f);
+	pthread_mutex_unlock(&registry_lock);
+	vfile_publish(f);
+}
+
+int vfile_new_region(int fd, const struct stat *st, uint64_t size,
+		     struct vfile **out)
+{
+	struct vfile *f = vfile_alloc(st);
+	int r;
+
+	if (!f)
+		return -ENOMEM;
+	/* A fresh memfd: its inode is in no entry of the registry (an entry
+	 * keeps its file, and so its inode number, alive), so no lookup. */
+	r = vshared_pool_format(&f->sh, &f->tree, fd, size, st->st_dev, st->st_ino);
+	if (r < 0) {
+		vfile_free(f);
+		return r;
+	}
+	f->fd = fd;
+	f->fd_borrowed = true;
+	f->shared = true;
+	atomic_store(&f->lazy, true);
+	registry_add(f);
+	*out = f;
+	return 0;
+}
+
+static int share(struct vfile *f, bool own_fd)
+{
+	struct shared_lock *old;
+	bool own = false;
+	int nfd = -1, r = 0;
+
+	if (!atomic_load_explicit(&f->lazy, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	if (!atomic_load(&f->lazy))
+		goto out;
+	if (f->fd_borrowed && own_fd) {
+		nfd = own_descriptor(f->fd, &own);
+		if (nfd < 0) {
+			r = nfd;
+			goto out;
+		}
+	}
+	r = vfile_lock(f);
+	if (r < 0)
+		goto out;
+	if (nfd >= 0) {
+		/* Under the tree lock, which every punch holds: a purge
+		 * finds one number or the other, both name the file. */
+		f->fd = nfd;
+		f->own_ofd = own;
+		f->sh.user_fd = nfd;
+		f->fd_borrowed = false;
+		nfd = -1;
+	}
+	if (f->sh.pooled) {
+		r = vshared_move(&f->sh, &f->tree, &old);
+		if (r < 0) {
+			vfile_unlock(f);
+			goto out;
+		}
+		shared_lock_release(old);
+	} else {
+		vfile_unlock(f);
+	}
+	if (f->fd_borrowed)
+		goto out; /* the state moved, the descriptor is still borrowed */
+	atomic_store_explicit(&f->lazy, false, memory_order_release);
+out:
+	pthread_mutex_unlock(&f->lock);
+	if (nfd >= 0)
+		close(nfd);
+	if (r == 0)
+		vfile_publish(f);
+	return r;
+}
+
+int vfile_share(struct vfile *f)
+{
+	return share(f, true);
+}
+
+void vfile_share_all_states(void)
+{
+	struct vfile **v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next)
+		cap += f->shared && f->sh.pooled;
+	if (cap)
+		v = malloc(cap * sizeof(*v));
+	for (struct vfile *f = registry; v && f && n < cap; f = f->next) {
+		if (f->shared && f->sh.pooled) {
+			f->refs++;
+			v[n++] = f;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+	for (size_t i = 0; i < n; i++) {
+		if (share(v[i], false) < 0)
+			vr_debug("a region's state stays in the pool across fork");
+		vfile_put(v[i]);
+	}
+	free(v);
+}
+
 static struct vfile *lookup_locked(dev_t dev, ino_t ino)
 {
 	for (struct vfile *f = registry; f; f = f->next)
@@ -233,14 +369,33 @@ struct vfile *vfile_new_anon(void)
 		return NULL;
 	}
 	pthread_mutex_lock(&registry_lock);
-	f->next = registry;
-	registry = f;
+	registry_push(f);
 	pthread_mutex_unlock(&registry_lock);
 	vfile_publish(f);
 	return f;
 }
 
-struct vfile *vfile_find(dev_t dev, ino_t ino)
+/* f was found by its identity: something besides its region reaches the
+ * file (an fd passed to the file layer, a mapping, an adopt).  A private
+ * region's state must be where that finds it.  Drops the reference taken
+ * if it cannot be. */
+static int found(struct vfile *f, int fd)
+{
+	int r;
+
+	/* The very descriptor the vfile borrows, from the one who lends it
+	 * and keeps it open past every reference (the shim's own): no
+	 * escape. */
+	if (fd >= 0 && f->fd_kept && fd == f->fd)
+		return 0;
+	r = vfile_share(f);
+
+	if (r < 0)
+		vfile_put(f);
+	return r;
+}
+
+struct vfile *vfile_find(dev_t dev, ino_t ino, int fd)
 {
 	struct vfile *f;
 
@@ -249,17 +404,21 @@ struct vfile *vfile_find(dev_t dev, ino_t ino)
 	if (f)
 		f->refs++;
 	pthread_mutex_unlock(&registry_lock);
+	if (f && found(f, fd) < 0)
+		f = NULL;
 	return f;
 }
 
+/* O(1) both ways: a process may hold 100,000 regions. */
 static void registry_unlink(struct vfile *f)
 {
-	for (struct vfile **pp = &registry; *pp; pp = &(*pp)->next) {
-		if (*pp == f) {
-			*pp = f->next;
-			break;
-		}
-	}
+	if (f->prev)
+		f->prev->next = f->next;
+	else if (registry == f)
+		registry = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	f->next = f->prev = NULL;
 }
 
 /*
@@ -403,6 +562,7 @@ static void go_dormant(struct vfile *f)
 		f->btime_sec = f->btime_nsec = 0;
 	close(f->fd);
 	f->fd = -1;
+	f->sh.user_fd = -1; /* a moved state is found through it */
 	f->dormant = true;
 	publish_del(&f->pub_slot);
 }
@@ -433,6 +593,7 @@ static struct vfile *revive(int fd, const struct stat *st, struct vfile **dead)
 	if (nfd < 0)
 		return NULL;
 	f->fd = nfd;
+	f->sh.user_fd = nfd;
 	f->dormant = false;
 	f->refs = 1;
 	if (f->shared) /* a fork child kept it without being a holder */
@@ -454,7 +615,7 @@ bool vfile_dormant_known(dev_t dev, ino_t ino)
 int vfile_get(int fd, const struct stat *st, struct vfile **out)
 {
 	struct vfile *f, *dead = NULL;
-	bool created = false;
+	bool created = false, fresh = false;
 	int r = 0;
 
 	pthread_mutex_lock(&registry_lock);
@@ -466,18 +627,55 @@ int vfile_get(int fd, const struct stat *st, struct vfile **out)
 	} else {
 		r = vfile_new(fd, st, &f);
 		if (r == 0) {
-			f->next = registry;
-			registry = f;
-			created = true;
+			registry_push(f);
+			created = fresh = true;
 		}
 	}
 	pthread_mutex_unlock(&registry_lock);
 	free_list(dead);
 	if (created)
 		vfile_publish(f);
+	/* Found, or revived (a state that could not move before it went
+	 * dormant): it must be where the caller's lookup finds it. */
+	if (r == 0 && !fresh)
+		r = found(f, fd);
 	if (r == 0)
 		*out = f;
 	return r;
+}
+
+int vfile_get_slot(int fd, const struct stat *st, int pool_fd, uint64_t off,
+		   uint64_t arena_bytes, uint64_t user_size, struct vfile **out)
+{
+	struct vfile *f;
+	int r;
+
+	pthread_mutex_lock(&registry_lock);
+	f = lookup_locked(st->st_dev, st->st_ino);
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&registry_lock);
+	if (f) {
+		*out = f;
+		return 0;
+	}
+	f = vfile_alloc(st);
+	if (!f)
+		return -ENOMEM;
+	r = own_descriptor(fd, &f->own_ofd);
+	if (r >= 0) {
+		f->fd = r;
+		r = vshared_attach_slot(&f->sh, &f->tree, f->fd, pool_fd, off,
+					arena_bytes, user_size, st->st_dev, st->st_ino);
+	}
+	if (r < 0) {
+		vfile_free(f);
+		return r;
+	}
+	f->shared = true;
+	registry_add(f);
+	*out = f;
+	return 0;
 }
 
 void vfile_note_app_mapped(struct vfile *f)
@@ -519,6 +717,10 @@ static bool keep_orphan(struct vfile *f)
 {
 	uint64_t vol = 1, purged = 1; /* a lock that cannot be had: keep */
 
+	/* A private region's state: nobody else can ask for it, and the
+	 * descriptor is not ours to keep (nor to close). */
+	if (f->fd_borrowed)
+		return false;
 	if (f->anon)
 		return true;
 	if (!f->app_mapped)
@@ -1239,6 +1441,15 @@ void vfile_publish(struct vfile *f)
 		  (f->shared && f->sh.foreign ? PUB_FOREIGN_SHARED : 0);
 	e.user_size = vfile_is_library(f) ? f->sh.user_size : 0;
 	pthread_mutex_lock(&f->lock);
+	if (f->shared && f->sh.pooled) {
+		/* The tree is a slot of the pool (state_pool.h). */
+		e.flags |= PUB_POOL;
+		e.state_fd = f->sh.slot.fd;
+		e.state_off = f->sh.slot.off;
+		e.state_bytes = f->sh.arena_bytes;
+	}
+	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_lock(&f->lock);
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		e.regions += m->region != NULL;
 		e.sigbus_regions += m->region && m->sigbus;
@@ -1350,6 +1561,9 @@ void vfile_fork_prepare(void)
 		else if (f->sh.foreign) /* its arena mapping may move (growth):
 					 * not while fork copies the address space */
 			f->fork_held = vfile_lock(f) == 0;
+		/* A state that could not move: the child shares its slot. */
+		if (f->shared && f->sh.pooled)
+			f->sh.slot.forked = true;
 		fork_snapshot(f);
 	}
 	publish_fork_prepare();
@@ -1373,10 +1587,14 @@ void vfile_fork_child(void)
 		f->fork_copy = NULL;
 		f->pub_slot = 0;
 		f->wd = -1;
-		if (f->shared && !f->dormant)
-			vshared_add_self(f->fd, &f->sh, &f->tree);
-		else if (!f->anon)
+		/* A pool slot is the child's as much as the parent's: the
+		 * pool's pages are shared (state_pool.h); no attribute. */
+		if (f->shared && !f->dormant) {
+			if (!f->sh.pooled)
+				vshared_add_self(f->fd, &f->sh, &f->tree);
+		} else if (!f->anon) {
 			f->inherited = true;
+		}
 	}
 	unlock_all(true);
 	for (struct vfile *f = registry; f; f = f->next)

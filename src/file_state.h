@@ -56,11 +56,20 @@ struct vmap {
 
 struct vfile {
 	struct vfile *next;       /* registry list, under the registry lock */
+	struct vfile *prev;
 	dev_t dev;
 	ino_t ino;
 	int fd;                   /* our own O_RDWR descriptor, for punching */
 	bool own_ofd;             /* fd is an open file description of ours,
 				   * not a dup of the application's */
+	bool fd_borrowed;         /* fd is the region's own (a private region:
+				   * nothing else holds the vfile) */
+	_Atomic bool lazy;        /* a private region: fd borrowed and/or the
+				   * state in our pool - vfile_share() ends it */
+	bool fd_kept;             /* the lender keeps the borrowed fd open until
+				   * every reference is gone and uses it itself
+				   * (the shim's private fd): that fd reaching
+				   * the file layer is no escape */
 	_Atomic unsigned int refs; /* regions, file layer, known mappings;
 				   * reaching 0 under the registry lock */
 	bool app_mapped;          /* seen through an application mapping */
@@ -115,14 +124,46 @@ static inline uint64_t vfile_user_size(const struct vfile *f, const struct stat 
  */
 int vfile_get(int fd, const struct stat *st, struct vfile **out) VR_HIDDEN;
 
+/*
+ * The state of a region this process just created on fd (a fresh memfd of
+ * size bytes, st from fstat): kept in this process's pool, with the
+ * region's fd borrowed, until vfile_share().  Takes a reference (the
+ * region's).  0, -E2BIG (too big for the pool: format the file and use
+ * vfile_get), -errno.
+ */
+int vfile_new_region(int fd, const struct stat *st, uint64_t size,
+		     struct vfile **out) VR_HIDDEN;
+
+/*
+ * Let f's file be reached from elsewhere: a descriptor of our own, the
+ * state in a metadata file named by the file's attribute (shared_file.h).
+ * Called when the region's fd is handed out, when anything else takes a
+ * reference to f; fork needs none of it (state_pool.h).  0 or -errno.
+ */
+int vfile_share(struct vfile *f) VR_HIDDEN;
+
+/*
+ * Before fork: every state still in the pool moves to a metadata file
+ * (the descriptors stay borrowed: the child inherits the regions too), so
+ * the child is a holder like any other.  A state that cannot move stays a
+ * pool slot both processes share (state_pool.h).
+ */
+void vfile_share_all_states(void) VR_HIDDEN;
+
+/* vrangectl: the state of a file another process keeps in its pool. */
+int vfile_get_slot(int fd, const struct stat *st, int pool_fd, uint64_t off,
+		   uint64_t arena_bytes, uint64_t user_size,
+		   struct vfile **out) VR_HIDDEN;
+
 /* The state of the process's private anonymous memory (one, permanent). */
 struct vfile *vfile_new_anon(void) VR_HIDDEN;
 
 /* Make sure n more nodes can be had without growing (caller holds lock). */
 int vfile_reserve(struct vfile *f, uint32_t n) VR_HIDDEN;
 
-/* Find an existing vfile without creating one; takes a reference. NULL if none. */
-struct vfile *vfile_find(dev_t dev, ino_t ino) VR_HIDDEN;
+/* Find an existing vfile without creating one; takes a reference. NULL if
+ * none.  fd: the caller's descriptor of the file, or -1. */
+struct vfile *vfile_find(dev_t dev, ino_t ino, int fd) VR_HIDDEN;
 
 /*
  * Drop a reference.  The last one frees the vfile - unless the file was

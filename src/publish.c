@@ -94,8 +94,12 @@ static bool reserve(size_t n)
 		pub_cap = cap;
 	}
 	if (n > 0 && !owners) {
-		o = calloc(PUB_MAX_FILES, sizeof(*o));
-		if (!o)
+		/* Room for every entry there may ever be; pages are only used
+		 * as entries are (calloc would touch them all where malloc
+		 * perturbs, and this is a library for low memory). */
+		o = mmap(NULL, PUB_MAX_FILES * sizeof(*o), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (o == MAP_FAILED)
 			return false;
 		owners = o;
 	}

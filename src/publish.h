@@ -34,9 +34,9 @@
 #include "env.h"
 
 #define PUB_NAME "vrange-pub"
-#define PUB_MAGIC "libvrange-pub1"
-#define PUB_VERSION 1u
-#define PUB_MAX_FILES 65536u
+#define PUB_MAGIC "libvrange-pub3"
+#define PUB_VERSION 3u
+#define PUB_MAX_FILES (1u << 20)
 
 enum pub_flags {
 	PUB_SHARED = 1u << 0,   /* state_fd is a library file's metadata:
@@ -46,6 +46,10 @@ enum pub_flags {
 	PUB_CACHE = 1u << 3,    /* backs a purgeable cache */
 	PUB_FOREIGN_SHARED = 1u << 4, /* state_fd is a foreign file's shared
 				       * metadata: header page, then arena */
+	PUB_POOL = 1u << 5,     /* with PUB_SHARED: the tree is a slot of the
+				 * process's pool (state_pool.h), state_fd,
+				 * arena of state_bytes at state_off, header
+				 * after it (paged, as a library file's) */
 };
 
 struct pub_file {
@@ -57,6 +61,8 @@ struct pub_file {
 	uint32_t sigbus_regions;  /* of those, in SIGBUS mode */
 	uint32_t reserved;
 	uint64_t user_size;       /* bytes of a library file (0: see fstat) */
+	uint64_t state_off;       /* PUB_POOL: where the arena starts */
+	uint64_t state_bytes;     /* PUB_POOL: its bytes */
 };
 
 struct pub_hdr {

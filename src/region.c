@@ -107,11 +107,15 @@ static void table_remove(struct vrange_region *r)
 
 	pthread_mutex_lock(&table_write);
 	t = atomic_load(&table);
-	for (size_t i = 0; t && i < t->n; i++) {
-		if (SEQ_ARRAY_AT(t, struct table_entry)[i].r == r) {
-			seq_array_remove(t, &table_seq, i, sizeof(struct table_entry));
+	if (t) {
+		/* Bases are distinct (the regions' mappings): the entry just
+		 * below the first base above r's is r's. */
+		size_t i = table_upper(SEQ_ARRAY_AT(t, struct table_entry), t->n,
+				       r->map.base);
+
+		if (i > 0 && SEQ_ARRAY_AT(t, struct table_entry)[i - 1].r == r) {
+			seq_array_remove(t, &table_seq, i - 1, sizeof(struct table_entry));
 			atomic_fetch_sub(&live_regions, 1);
-			break;
 		}
 	}
 	pthread_mutex_unlock(&table_write);
@@ -180,29 +184,17 @@ static int choose_access(unsigned int flags, unsigned int *access)
 	return 0;
 }
 
-/* Map fd (size bytes) and wire the region up; consumes fd on success. */
-static int region_open(int fd, size_t size, unsigned int access,
-		       vrange_region **out)
+/* Wire up a region on fd (mapped at base, size bytes) whose file's state
+ * is f (a reference the region now owns).  Consumes fd on success. */
+static int region_wire(int fd, void *base, size_t size, struct vfile *f,
+		       unsigned int access, vrange_region **out)
 {
 	struct vrange_region *r = calloc(1, sizeof(*r));
-	struct stat st;
-	void *base;
 	int ret;
 
 	if (!r)
 		return -ENOMEM;
-	if (fstat(fd, &st) < 0) {
-		ret = -errno;
-		goto fail_free;
-	}
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (base == MAP_FAILED) {
-		ret = -errno;
-		goto fail_free;
-	}
-	ret = vfile_get(fd, &st, &r->file);
-	if (ret < 0)
-		goto fail_unmap;
+	r->file = f;
 	r->fd = fd;
 	r->access = access;
 	r->map.base = base;
@@ -218,18 +210,68 @@ static int region_open(int fd, size_t size, unsigned int access,
 	if (r->map.sigbus)
 		uffd_arm(r->file, &r->map, false);
 	ret = table_insert(r);
-	if (ret < 0)
-		goto fail_file;
+	if (ret < 0) {
+		uffd_forget_map(r->file, &r->map);
+		vfile_del_map(r->file, &r->map);
+		free(r);
+		return ret;
+	}
 	*out = r;
 	return 0;
-fail_file:
-	uffd_forget_map(r->file, &r->map);
-	vfile_del_map(r->file, &r->map);
-	vfile_put(r->file);
-fail_unmap:
-	munmap(base, size);
-fail_free:
-	free(r);
+}
+
+/* Map fd (size bytes) and wire the region up; consumes fd on success. */
+static int region_open(int fd, size_t size, unsigned int access,
+		       vrange_region **out)
+{
+	struct vfile *f;
+	struct stat st;
+	void *base;
+	int ret;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	ret = vfile_get(fd, &st, &f);
+	if (ret == 0) {
+		ret = region_wire(fd, base, size, f, access, out);
+		if (ret < 0)
+			vfile_put(f);
+	}
+	if (ret < 0)
+		munmap(base, size);
+	return ret;
+}
+
+/*
+ * A region on a memfd just made: nobody else can reach its file yet, so
+ * its state starts in this process's pool (state_pool.h) - no descriptor,
+ * mapping or system call besides the memfd's own.  -E2BIG: too big for
+ * the pool.  Consumes fd on success.
+ */
+static int region_open_new(int fd, size_t size, unsigned int access,
+			   vrange_region **out)
+{
+	struct vfile *f;
+	struct stat st;
+	void *base;
+	int ret;
+
+	if (ftruncate(fd, (off_t)size) < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	ret = vfile_new_region(fd, &st, size, &f);
+	if (ret == 0) {
+		ret = region_wire(fd, base, size, f, access, out);
+		if (ret < 0)
+			vfile_put(f);
+	}
+	if (ret < 0)
+		munmap(base, size);
 	return ret;
 }
 
@@ -261,6 +303,9 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	fd = memfd_create(nbuf, MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	ret = region_open_new(fd, rsize, access, out);
+	if (ret != -E2BIG)
+		goto done;
 	/* Shared state: every process that maps the file will share it.  A
 	 * file system without user xattrs leaves it process-local. */
 	ret = vshared_format(fd, rsize);
@@ -269,6 +314,7 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	if (ret < 0)
 		goto fail;
 	ret = region_open(fd, rsize, access, out);
+done:
 	if (ret == 0)
 		return 0;
 	vshared_unformat(fd);
@@ -339,7 +385,14 @@ size_t vrange_region_size(const vrange_region *r)
 
 int vrange_region_fd(const vrange_region *r)
 {
-	return r ? r->fd : -EINVAL;
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	/* Whoever gets the fd may pass it on: its state must be where any
+	 * process holding the file finds it. */
+	ret = vfile_share(r->file);
+	return ret < 0 ? ret : r->fd;
 }
 
 unsigned int vrange_region_access(const vrange_region *r)

@@ -22,15 +22,17 @@
 #include "shared_file.h"
 #include "shared_lock.h"
 
-#define VSHARED_MAGIC "libvrange-state5"
+#define VSHARED_MAGIC "libvrange-state7"
 /* A foreign file's metadata: [header page][arena], the arena grows. */
-#define VSHARED_MAGIC_FOREIGN "libvrange-fstat5"
-#define VSHARED_VERSION 5u
+#define VSHARED_MAGIC_FOREIGN "libvrange-fstat7"
+#define VSHARED_VERSION 7u
 #define XATTR_NAME "user.vrange"
-#define XATTR_MAGIC "vrange5"
+#define XATTR_MAGIC "vrange7"
 #define MAX_HOLDERS 16
 /* Extra arena slots beyond one per page, so a full tree can still split. */
 #define ARENA_SLACK 16u
+/* The same in a pool slot, kept small: a clear needs two nodes at most. */
+#define SLOT_SLACK 4u
 /* How long a lock holder may keep others waiting before they give up. */
 #define LOCK_TIMEOUT_MS 2000
 /* How long once it did: enough for a holder that runs to let go. */
@@ -41,21 +43,6 @@
 #define FOREIGN_MIN_NODES 4096u
 /* And grows, doubling, up to this many (64 GiB of arena). */
 #define FOREIGN_MAX_NODES (1u << 30)
-
-struct vshared_hdr {
-	char magic[16];
-	uint32_t version;
-	uint32_t page_size;
-	uint64_t user_size;
-	uint64_t arena_bytes;
-	struct shared_lock lock; /* robust against death and scribbles */
-	_Atomic uint32_t ready; /* set last, after everything above */
-	/* Foreign files only (under the lock): the arena's size now (the
-	 * field above is its size at creation), and the page every range
-	 * ends at or before, so that a reset after a death covers them all. */
-	uint64_t cur_arena_bytes;
-	uint64_t max_page;
-};
 
 /* The attribute on the user's file: what the metadata is, who holds it. */
 struct vshared_xattr {
@@ -103,9 +90,9 @@ static int map_meta(int mfd, uint64_t user_size, struct vshared *s)
 	s->arena = p;
 	s->foreign = false;
 	s->hdr = (struct vshared_hdr *)((char *)p + arena_bytes);
-	s->lock = &s->hdr->lock;
 	s->shared_arena_bytes = &s->hdr->cur_arena_bytes;
 	s->max_page = &s->hdr->max_page;
+	atomic_store_explicit(&s->lock, &s->hdr->lock, memory_order_relaxed);
 	s->user_size = user_size;
 	s->user_pages = round_page(user_size) >> vr_page_shift;
 	s->arena_bytes = arena_bytes;
@@ -143,7 +130,7 @@ static int map_foreign_hdr(int mfd, struct vshared *s)
 	s->map_bytes = vr_page_size;
 	s->foreign = true;
 	s->hdr = h;
-	s->lock = &s->hdr->lock;
+	atomic_store_explicit(&s->lock, &s->hdr->lock, memory_order_relaxed);
 	s->shared_arena_bytes = &s->hdr->cur_arena_bytes;
 	s->max_page = &s->hdr->max_page;
 	s->user_size = 0;
@@ -193,6 +180,26 @@ static int write_xattr(int fd, const struct vshared_xattr *x)
 	return fsetxattr(fd, XATTR_NAME, x, xattr_len(x->nholders), 0) < 0 ? -errno : 0;
 }
 
+/* A fresh header (a metadata file's or a pool slot's): user_size 0 is a
+ * foreign file's. */
+static void fill_hdr(struct vshared_hdr *h, uint64_t user_size,
+		     uint64_t arena_bytes, uint64_t dev, uint64_t ino)
+{
+	atomic_init(&h->lock.word, 0);
+	memcpy(h->magic, user_size ? VSHARED_MAGIC : VSHARED_MAGIC_FOREIGN,
+	       sizeof(h->magic));
+	h->version = VSHARED_VERSION;
+	h->page_size = (uint32_t)vr_page_size;
+	h->user_size = user_size;
+	h->arena_bytes = arena_bytes;
+	h->cur_arena_bytes = arena_bytes;
+	h->max_page = 0;
+	h->dev = dev;
+	h->ino = ino;
+	atomic_store_explicit(&h->moved, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->ready, 1, memory_order_release);
+}
+
 /*
  * Format a fresh metadata file for user_size bytes (0: a foreign file,
  * now file_size bytes): its descriptor or -errno.
@@ -223,18 +230,8 @@ static int create_meta(uint64_t user_size, uint64_t file_size)
 		r = user_size ? rt_format_paged(&t, s.arena, s.arena_bytes,
 						(uint32_t)s.user_pages)
 			      : rt_format(&t, s.arena, s.arena_bytes); /* size changes */
-	if (r == 0) {
-		atomic_init(&s.hdr->lock.word, 0);
-		memcpy(s.hdr->magic, user_size ? VSHARED_MAGIC : VSHARED_MAGIC_FOREIGN,
-		       sizeof(s.hdr->magic));
-		s.hdr->cur_arena_bytes = s.arena_bytes;
-		s.hdr->max_page = 0;
-		s.hdr->version = VSHARED_VERSION;
-		s.hdr->page_size = (uint32_t)vr_page_size;
-		s.hdr->user_size = user_size;
-		s.hdr->arena_bytes = s.arena_bytes;
-		atomic_store_explicit(&s.hdr->ready, 1, memory_order_release);
-	}
+	if (r == 0)
+		fill_hdr(s.hdr, user_size, s.arena_bytes, 0, 0);
 	vshared_close(&s);
 	if (r < 0) {
 		close(mfd);
@@ -488,6 +485,16 @@ out:
 	return mfd;
 }
 
+/* A library file's header (metadata file or pool slot). */
+static bool hdr_ok(const struct vshared_hdr *h, uint64_t user_size,
+		   uint64_t arena_bytes)
+{
+	return !memcmp(h->magic, VSHARED_MAGIC, sizeof(h->magic)) &&
+	       h->version == VSHARED_VERSION && h->page_size == vr_page_size &&
+	       h->user_size == user_size && h->arena_bytes == arena_bytes &&
+	       atomic_load_explicit(&h->ready, memory_order_acquire);
+}
+
 static int recover(struct vshared *s, struct rt_tree *tree);
 
 /*
@@ -530,6 +537,7 @@ static int attach(int fd, int mfd, const struct vshared_xattr *x,
 	int r;
 
 	s->meta_fd = mfd;
+	s->user_fd = fd;
 	if (x->user_size == 0) {
 		r = attach_foreign(s, tree);
 	} else {
@@ -537,13 +545,8 @@ static int attach(int fd, int mfd, const struct vshared_xattr *x,
 		if (r == 0 && (fstat(mfd, &st) < 0 ||
 			       (uint64_t)st.st_size != s->map_bytes))
 			r = -EIO;
-		if (r == 0 && (memcmp(s->hdr->magic, VSHARED_MAGIC, sizeof(s->hdr->magic)) ||
-			       s->hdr->version != VSHARED_VERSION ||
-			       s->hdr->page_size != vr_page_size ||
-			       s->hdr->user_size != x->user_size ||
-			       s->hdr->arena_bytes != s->arena_bytes ||
-			       !atomic_load_explicit(&s->hdr->ready, memory_order_acquire) ||
-			       rt_attach(tree, s->map, s->arena_bytes) < 0 ||
+		if (r == 0 && (!hdr_ok(s->hdr, x->user_size, s->arena_bytes) ||
+			       rt_attach(tree, s->arena, s->arena_bytes) < 0 ||
 			       rt_pages(tree) != s->user_pages))
 			r = -EIO;
 	}
@@ -555,23 +558,31 @@ static int attach(int fd, int mfd, const struct vshared_xattr *x,
 	return 1;
 }
 
-int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
+/* With no_recreate, metadata nobody holds is not made afresh (0). */
+static int open_meta(int fd, struct vshared *s, struct rt_tree *tree,
+		     bool no_recreate)
 {
 	struct vshared_xattr x;
-	const char *why = "";
+	const char *why = "nobody holds it";
 	int mfd = -1, r = read_xattr(fd, &x);
 
 	s->meta_fd = -1;
+	s->user_fd = fd;
 	if (r <= 0)
 		return r;
 	mfd = find_holder(&x);
-	if (mfd < 0)
+	if (mfd < 0 && !no_recreate)
 		mfd = recreate_meta(fd, &x, false, &why);
 	if (mfd < 0) {
 		vr_debug("shared state unreachable (%s): process-local", why);
 		return 0;
 	}
 	return attach(fd, mfd, &x, s, tree);
+}
+
+int vshared_open(int fd, struct vshared *s, struct rt_tree *tree)
+{
+	return open_meta(fd, s, tree, false);
 }
 
 int vshared_open_foreign(int fd, struct vshared *s, struct rt_tree *tree,
@@ -590,16 +601,20 @@ int vshared_open_foreign(int fd, struct vshared *s, struct rt_tree *tree,
 
 void vshared_close(struct vshared *s)
 {
-	if (s->map)
+	if (s->map && !s->pooled)
 		munmap(s->map, s->map_bytes);
 	if (s->foreign && s->arena)
 		munmap(s->arena, s->arena_bytes);
+	if (s->old_map)
+		munmap(s->old_map, s->old_map_bytes);
 	if (s->meta_fd >= 0)
 		close(s->meta_fd);
-	s->map = NULL;
-	s->arena = NULL;
+	pool_free(&s->slot);
+	s->map = s->old_map = s->arena = NULL;
+	s->foreign = false;
 	s->hdr = NULL;
-	s->lock = NULL;
+	s->pooled = s->in_slot = false;
+	atomic_store_explicit(&s->lock, NULL, memory_order_relaxed);
 	s->meta_fd = -1;
 }
 
@@ -690,29 +705,243 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 		return -EIO;
 	return 0;
 }
+
+/*
+ * Make ns (tree nt) s's state; the caller holds the lock s had.  Every
+ * field first, the lock pointer last: a thread that finds the new lock
+ * finds the rest.  The old slot stays held (or mapped) until close: other
+ * threads may still be waiting on its lock.
+ */
+static void swap_in(struct vshared *s, struct rt_tree *tree,
+		    const struct vshared *ns, const struct rt_tree *nt)
+{
+	if (!s->pooled && s->map && !s->old_map) {
+		s->old_map = s->map;
+		s->old_map_bytes = s->map_bytes;
+	}
+	s->meta_fd = ns->meta_fd;
+	s->map = ns->map;
+	s->map_bytes = ns->map_bytes;
+	s->arena = ns->arena;
+	s->hdr = ns->hdr;
+	s->arena_bytes = ns->arena_bytes;
+	s->pooled = false;
+	s->in_slot = false;
+	*tree = *nt;
+	atomic_store_explicit(&s->lock, atomic_load(&ns->lock), memory_order_release);
+}
+
+/* Another process moved the slot's state into a metadata file: attach to
+ * it as any holder would (never to fresh metadata: our slot's state is
+ * not "nothing volatile").  The caller holds the slot's lock. */
+static int follow_move(struct vshared *s, struct rt_tree *tree)
+{
+	struct vshared ns = { .meta_fd = -1 };
+	struct rt_tree nt;
+	int r = open_meta(s->user_fd, &ns, &nt, true);
+
+	if (r != 1 || ns.user_size != s->user_size) {
+		vr_debug("state moved out of reach: %d", r);
+		if (r == 1)
+			vshared_close(&ns);
+		return -EIO;
+	}
+	swap_in(s, tree, &ns, &nt);
+	return 0;
+}
+
+static size_t align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+/* Arena bytes of a pool slot for user_size bytes, or 0 if it takes none. */
+static size_t slot_arena(uint64_t user_size)
+{
+	uint64_t pages = round_page(user_size) >> vr_page_shift;
+	size_t arena;
+
+	if (user_size == 0 || pages > POOL_SLOT_MAX / 64)
+		return 0;
+	/* Paged as a library file's: the same single-page fast path. */
+	arena = align64(rt_arena_bytes_paged((uint32_t)pages + SLOT_SLACK,
+					     (uint32_t)pages));
+	if (arena + align64(sizeof(struct vshared_hdr)) > POOL_SLOT_MAX)
+		return 0;
+	return arena;
+}
+
+int vshared_pool_format(struct vshared *s, struct rt_tree *tree, int user_fd,
+			uint64_t user_size, uint64_t dev, uint64_t ino)
+{
+	size_t arena = slot_arena(user_size);
+	int r;
+
+	if (!arena)
+		return -E2BIG;
+	r = pool_alloc(arena + align64(sizeof(struct vshared_hdr)), &s->slot);
+	if (r < 0)
+		return r;
+	s->meta_fd = -1;
+	s->map = s->arena = s->slot.addr;
+	s->map_bytes = s->slot.bytes;
+	s->hdr = (struct vshared_hdr *)((char *)s->arena + arena);
+	s->user_size = user_size;
+	s->user_pages = round_page(user_size) >> vr_page_shift;
+	s->arena_bytes = arena;
+	s->user_fd = user_fd;
+	s->pooled = true;
+	s->in_slot = true;
+	r = rt_format_paged(tree, s->arena, arena, (uint32_t)s->user_pages);
+	if (r < 0) {
+		vshared_close(s);
+		return r;
+	}
+	fill_hdr(s->hdr, user_size, arena, dev, ino);
+	atomic_store_explicit(&s->lock, &s->hdr->lock, memory_order_release);
+	return 0;
+}
+
+/* One range of a slot's tree into the tree at arg (rt_visit). */
+static int copy_range(const struct rt_range *rg, void *arg)
+{
+	struct rt_tree *to = arg;
+
+	if (rt_mark_volatile(to, rg->start, rg->end, rg->prio, rg->seq, NULL) < 0)
+		return -EIO;
+	if (rg->state == RT_PURGED && rt_mark_purged(to, rg->start, rg->end, NULL) < 0)
+		return -EIO;
+	return 0;
+}
+
+int vshared_move(struct vshared *s, struct rt_tree *tree, struct shared_lock **old)
+{
+	struct vshared_xattr x = { .magic = XATTR_MAGIC, .version = VSHARED_VERSION };
+	struct vshared ns = { .meta_fd = -1 };
+	struct rt_tree nt;
+	struct stat st;
+	int r;
+
+	if (!s->pooled)
+		return -EINVAL;
+	ns.meta_fd = create_meta(s->user_size, 0);
+	if (ns.meta_fd < 0)
+		return ns.meta_fd;
+	r = map_meta(ns.meta_fd, s->user_size, &ns);
+	if (r == 0 && fstat(ns.meta_fd, &st) < 0)
+		r = -errno;
+	/* Nobody sees the new metadata before the attribute names it.  A
+	 * paged arena cannot grow into a bigger one: its ranges are copied
+	 * over one by one, each with its own place in the purge order. */
+	if (r == 0 && (rt_attach(&nt, ns.arena, ns.arena_bytes) < 0 ||
+		       rt_pages(&nt) != s->user_pages ||
+		       rt_visit(tree, 0, s->user_pages, copy_range, &nt) != 0 ||
+		       rt_check(&nt) < 0))
+		r = -EIO;
+	if (r == 0) {
+		x.user_size = s->user_size;
+		x.meta_dev = st.st_dev;
+		x.meta_ino = st.st_ino;
+		x.nholders = 1;
+		x.h[0].pid = getpid();
+		x.h[0].fd = ns.meta_fd;
+		r = write_xattr(s->user_fd, &x);
+	}
+	if (r < 0) {
+		vshared_close(&ns);
+		return r;
+	}
+	*old = atomic_load_explicit(&s->lock, memory_order_relaxed);
+	swap_in(s, tree, &ns, &nt);
+	atomic_store_explicit(&vshared_hdr_of(*old)->moved, 1, memory_order_release);
+	return 0;
+}
+
+int vshared_attach_slot(struct vshared *s, struct rt_tree *tree, int user_fd,
+			int pool_fd, uint64_t off, uint64_t arena_bytes,
+			uint64_t user_size, uint64_t dev, uint64_t ino)
+{
+	uint64_t start, end, mask = vr_page_size - 1;
+	struct vshared_hdr *h;
+	struct stat st;
+	char *p;
+
+	if (!arena_bytes || arena_bytes != slot_arena(user_size) || off % 64 ||
+	    off > (UINT64_MAX >> 2))
+		return -EIO;
+	start = off & ~mask;
+	end = (off + arena_bytes + align64(sizeof(*h)) + mask) & ~mask;
+	/* A mapping past the file's end would raise SIGBUS here. */
+	if (fstat(pool_fd, &st) < 0 || (uint64_t)st.st_size < end)
+		return -EIO;
+	p = mmap(NULL, end - start, PROT_READ | PROT_WRITE, MAP_SHARED, pool_fd,
+		 (off_t)start);
+	if (p == MAP_FAILED)
+		return -EIO;
+	s->meta_fd = -1;
+	s->map = p;
+	s->map_bytes = end - start;
+	s->arena = p + (off - start);
+	s->hdr = h = (struct vshared_hdr *)((char *)s->arena + arena_bytes);
+	s->user_size = user_size;
+	s->user_pages = round_page(user_size) >> vr_page_shift;
+	s->arena_bytes = arena_bytes;
+	s->user_fd = user_fd;
+	s->pooled = false;
+	s->in_slot = true;
+	atomic_store_explicit(&s->lock, &h->lock, memory_order_relaxed);
+	if (!hdr_ok(h, user_size, arena_bytes) || h->dev != dev || h->ino != ino ||
+	    rt_attach(tree, s->arena, arena_bytes) < 0 ||
+	    rt_pages(tree) != s->user_pages) {
+		vshared_close(s);
+		return -EIO;
+	}
+	return 1;
+}
+
 int vshared_lock_slow(struct vshared *s, struct rt_tree *tree)
 {
+	struct shared_lock *l;
 	bool wedged;
 	int r;
 
-	/* A lock that was held past the timeout once is not waited for that
-	 * long again (every call would stall behind a hostile or stopped
-	 * holder), only briefly: the wedge lasts as long as its cause, and
-	 * ends with the first call that gets the lock. */
-	wedged = atomic_load_explicit(&s->wedged, memory_order_relaxed);
-	r = shared_lock_acquire(s->lock, wedged ? WEDGED_WAIT_MS : LOCK_TIMEOUT_MS);
-	if (r < 0 && !wedged) {
-		vr_debug("shared state locked for %d ms: giving up on it", LOCK_TIMEOUT_MS);
-		atomic_store_explicit(&s->wedged, true, memory_order_relaxed);
-	} else if (r >= 0 && wedged) {
-		vr_debug("shared state lock free again");
-		atomic_store_explicit(&s->wedged, false, memory_order_relaxed);
+	for (;;) {
+		l = atomic_load_explicit(&s->lock, memory_order_acquire);
+		/* A lock that was held past the timeout once is not waited
+		 * for that long again (every call would stall behind a
+		 * hostile or stopped holder), only briefly: the wedge lasts
+		 * as long as its cause, and ends with the first call that
+		 * gets the lock. */
+		wedged = atomic_load_explicit(&s->wedged, memory_order_relaxed);
+		r = shared_lock_acquire(l, wedged ? WEDGED_WAIT_MS : LOCK_TIMEOUT_MS);
+		if (r < 0 && !wedged) {
+			vr_debug("shared state locked for %d ms: giving up on it",
+				 LOCK_TIMEOUT_MS);
+			atomic_store_explicit(&s->wedged, true, memory_order_relaxed);
+		} else if (r >= 0 && wedged) {
+			vr_debug("shared state lock free again");
+			atomic_store_explicit(&s->wedged, false, memory_order_relaxed);
+		}
+		if (r < 0)
+			return -EIO;
+		/* The state moved while we waited: its lock is another now. */
+		if (l != atomic_load_explicit(&s->lock, memory_order_acquire)) {
+			shared_lock_release(l);
+			continue;
+		}
+		/* A metadata file never moves: its flag is a scribble. */
+		if (s->in_slot &&
+		    atomic_load_explicit(&vshared_hdr_of(l)->moved, memory_order_acquire)) {
+			r = follow_move(s, tree);
+			shared_lock_release(l);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (r == 1 && recover(s, tree) < 0) {
+			shared_lock_release(l);
+			return -EIO;
+		}
+		return 0;
 	}
-	if (r == 1 && recover(s, tree) < 0) {
-		shared_lock_release(s->lock);
-		return -EIO;
-	}
-	return r < 0 ? -EIO : 0;
 }
-
-

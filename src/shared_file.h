@@ -27,28 +27,69 @@
  * extends the file and says so in the header, and every other process
  * follows (maps the larger arena) the next time it takes the lock.  The
  * attribute of a foreign file says user_size 0: "the file's own size".
+ *
+ * A region nobody else can reach yet keeps the same arena and header in a
+ * slot of this process's pool instead (state_pool.h): no metadata file, no
+ * attribute.  When its file becomes reachable (vfile_share()), the state
+ * moves into a metadata file of its own and the slot's header says so
+ * ("moved"): whoever takes the slot's lock afterwards - a thread of this
+ * process, or a fork child sharing the slot - sees it and follows the
+ * attribute to the new metadata.
  */
 #ifndef VRANGE_SHARED_FILE_H
 #define VRANGE_SHARED_FILE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #include "env.h"
 #include "range_tree.h"
 #include "shared_lock.h"
+#include "state_pool.h"
 
-struct vshared_hdr;
+struct vshared_hdr {
+	char magic[16];
+	uint32_t version;
+	uint32_t page_size;
+	uint64_t user_size;
+	uint64_t arena_bytes;
+	struct shared_lock lock; /* robust against death and scribbles */
+	_Atomic uint32_t ready;  /* set last, after everything else */
+	/* Foreign files only (under the lock): the arena's size now
+	 * (arena_bytes is its size at creation), and the page every range
+	 * ends at or before, so that a reset after a death covers them all. */
+	uint64_t cur_arena_bytes;
+	uint64_t max_page;
+	_Atomic uint32_t moved;  /* a pool slot whose state now lives in a
+				  * metadata file named by the attribute
+				  * (ignored in a metadata file) */
+	uint64_t dev, ino;       /* the user's file (checked on a pool slot) */
+};
 
-/* This process's view of one library file's metadata. */
+/* This process's view of one file's shared state (a library file's
+ * metadata, a pool slot, or a foreign file's metadata). */
 struct vshared {
 	int meta_fd;             /* our descriptor of the metadata file, or -1 */
 	void *map;               /* the metadata file, mapped shared */
 	size_t map_bytes;
-	struct vshared_hdr *hdr; /* inside map, at its end */
-	struct shared_lock *lock; /* in hdr */
+	struct vshared_hdr *hdr; /* inside map: after the arena (a library
+				  * file, a pool slot), or map itself (a
+				  * foreign file) */
+	struct shared_lock *_Atomic lock; /* in hdr; stored last when the
+				  * state moves (readers check it after locking) */
+	int user_fd;             /* the user's file: where a moved state is */
+	bool pooled;             /* the state is a slot of our pool */
+	bool in_slot;            /* the state is a pool slot (ours, or another
+				  * process's that vrangectl attached): it may
+				  * move */
+	struct pool_slot slot;   /* held (slot.pool set) until close, also
+				  * after the state moved: a thread may be
+				  * waiting on the lock in it */
+	void *old_map;           /* a mapped slot the state moved out of */
+	size_t old_map_bytes;
 	uint64_t user_size;      /* bytes of user data (not page-rounded) */
 	uint64_t user_pages;     /* pages the tree may hold */
 	uint64_t arena_bytes;    /* local copy: never trust the header's */
@@ -136,24 +177,64 @@ static inline void vshared_note_end(struct vshared *s, uint64_t end)
  */
 int vshared_lock_slow(struct vshared *s, struct rt_tree *tree) VR_HIDDEN;
 
-/* Inline: marking takes this lock twice per mark/unmark pair. */
+/* The header a lock lives in. */
+static inline struct vshared_hdr *vshared_hdr_of(struct shared_lock *l)
+{
+	return (struct vshared_hdr *)((char *)l - offsetof(struct vshared_hdr, lock));
+}
+
+/* Inline: marking takes this lock twice per mark/unmark pair.  A lock in a
+ * header whose state moved is not the state's lock any more: the slow path
+ * follows the move. */
 static inline int vshared_lock(struct vshared *s, struct rt_tree *tree)
 {
 	uint64_t cur = 0, me = shared_lock_me;
+	struct shared_lock *l = atomic_load_explicit(&s->lock, memory_order_acquire);
 
 	if (me && !atomic_load_explicit(&s->wedged, memory_order_relaxed) &&
-	    atomic_compare_exchange_strong_explicit(&s->lock->word, &cur, me,
+	    atomic_compare_exchange_strong_explicit(&l->word, &cur, me,
 						    memory_order_acquire,
-						    memory_order_relaxed))
-		return 0;
+						    memory_order_relaxed)) {
+		if (!atomic_load_explicit(&vshared_hdr_of(l)->moved, memory_order_relaxed))
+			return 0;
+		shared_lock_release(l);
+	}
 	return vshared_lock_slow(s, tree);
 }
 
 static inline void vshared_unlock(struct vshared *s)
 {
-	if (shared_lock_release(s->lock))
+	if (shared_lock_release(atomic_load_explicit(&s->lock, memory_order_relaxed)))
 		atomic_store_explicit(&s->contended, true, memory_order_relaxed);
 }
+
+/*
+ * A region's state in a slot of this process's pool, for user_size bytes
+ * of the file user_fd (dev, ino): nothing volatile.  0, -E2BIG (too big
+ * for a slot: format the file instead), -errno.
+ */
+int vshared_pool_format(struct vshared *s, struct rt_tree *tree, int user_fd,
+			uint64_t user_size, uint64_t dev, uint64_t ino) VR_HIDDEN;
+
+/*
+ * Move a pool slot's state into a metadata file of its own and name it in
+ * the attribute of s->user_fd (this process its holder): from then on
+ * every process that holds the file shares it.  The caller holds the
+ * slot's lock; on success the state's lock is the new one and *old is the
+ * slot's, still held, for the caller to release.  0 or -errno (the state
+ * stays where it was).
+ */
+int vshared_move(struct vshared *s, struct rt_tree *tree,
+		 struct shared_lock **old) VR_HIDDEN;
+
+/*
+ * Attach to another process's pool slot (vrangectl): pool_fd at off,
+ * arena_bytes of arena, for the file user_fd (user_size bytes, dev, ino).
+ * 1 and s, tree filled, or -EIO.
+ */
+int vshared_attach_slot(struct vshared *s, struct rt_tree *tree, int user_fd,
+			int pool_fd, uint64_t off, uint64_t arena_bytes,
+			uint64_t user_size, uint64_t dev, uint64_t ino) VR_HIDDEN;
 
 /* After fork: the child holds the metadata too; say so in the attribute. */
 void vshared_add_self(int fd, struct vshared *s, struct rt_tree *tree) VR_HIDDEN;

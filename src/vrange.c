@@ -50,7 +50,7 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -EBADF;
 	vr_init();
-	f = vfile_find(st.st_dev, st.st_ino);
+	f = vfile_find(st.st_dev, st.st_ino, fd);
 	r = f ? 0 : shmem_check_kind(fd, &st);
 	if (r == 0 && (off < 0 || len < 0))
 		r = -EINVAL;

@@ -123,6 +123,7 @@ static int read_pub(int fd, pid_t pid, struct vc_proc *p, struct pub_file **ents
 	for (int t = 0; t < PUB_TRIES; t++) {
 		struct pub_hdr h;
 		struct pub_file *e;
+		struct stat st;
 		uint32_t seq;
 		size_t n;
 
@@ -133,6 +134,10 @@ static int read_pub(int fd, pid_t pid, struct vc_proc *p, struct pub_file **ents
 			continue;
 		}
 		n = h.nfiles;
+		/* Entries the file cannot hold are a lie: no copy of them. */
+		if (fstat(fd, &st) < 0 ||
+		    (uint64_t)st.st_size < sizeof(h) + (uint64_t)n * sizeof(*e))
+			return -EIO;
 		e = calloc(n ? n : 1, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
@@ -369,6 +374,14 @@ static void read_state(pid_t pid, struct vc_object *o, enum vc_depth depth)
 		arena = arena > vr_page_size ? arena - vr_page_size : 0;
 	if (o->pf.flags & PUB_FOREIGN_SHARED)
 		at = (off_t)vr_page_size;
+	if (o->pf.flags & PUB_POOL) {
+		/* A slot of the process's pool: the arena is inside the file. */
+		if (o->pf.state_off > (uint64_t)st.st_size ||
+		    o->pf.state_bytes > (uint64_t)st.st_size - o->pf.state_off)
+			goto out;
+		at = (off_t)o->pf.state_off;
+		arena = o->pf.state_bytes;
+	}
 	if (arena < RT_HDR_COPY_BYTES || arena > MAX_ARENA_BYTES)
 		goto out;
 	if (depth == VC_TOTALS && !(o->pf.flags & PUB_ANON)) {
@@ -393,11 +406,13 @@ out:
 static bool entry_ok(const struct pub_file *e)
 {
 	const uint32_t known = PUB_SHARED | PUB_ANON | PUB_FD_LAYER | PUB_CACHE |
-			       PUB_FOREIGN_SHARED;
+			       PUB_FOREIGN_SHARED | PUB_POOL;
 
 	if (e->flags & ~known)
 		return false;
 	if ((e->flags & PUB_SHARED) && (e->flags & PUB_FOREIGN_SHARED))
+		return false;
+	if ((e->flags & PUB_POOL) && (!(e->flags & PUB_SHARED) || e->state_off % 64))
 		return false;
 	if (e->flags & PUB_ANON)
 		return e->user_fd == -1 &&

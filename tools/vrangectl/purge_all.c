@@ -38,7 +38,20 @@ static int attach(const struct vc_proc *p, const struct vc_object *o,
 		close(fd);
 		return 0;
 	}
-	r = vfile_get(fd, &st, &f);
+	if (o->pf.flags & PUB_POOL) {
+		/* A region only its owner holds: its state is a slot of the
+		 * owner's pool, reached through the pool's descriptor. */
+		struct stat pst;
+		int pfd = vc_open_proc_fd(p->pid, o->pf.state_fd, O_RDWR, true, &pst);
+
+		r = pfd < 0 ? -EBADF :
+		    vfile_get_slot(fd, &st, pfd, o->pf.state_off, o->pf.state_bytes,
+				   o->pf.user_size, &f);
+		if (pfd >= 0)
+			close(pfd);
+	} else {
+		r = vfile_get(fd, &st, &f);
+	}
 	close(fd);
 	if (r < 0)
 		return 0;
