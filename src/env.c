@@ -157,7 +157,7 @@ static void read_env(void)
 	}
 }
 
-/* Lock order: the cache list, purge engine, file registry and files,
+/* Lock order: the monitor's wakefulness, the cache list, purge engine, file registry and files,
  * region table, state pool, userfaultfd's probe and mapping lists (a
  * monitor purging holds the purge engine's lock when it lets go of an
  * armed mapping: those last two come after it). */
@@ -165,6 +165,7 @@ static void fork_prepare(void)
 {
 	/* Before any lock: it takes them itself. */
 	vfile_share_all_states();
+	pressure_fork_prepare();
 	cache_fork_prepare();
 	purge_fork_prepare();
 	vfile_fork_prepare();
@@ -181,6 +182,7 @@ static void fork_parent(void)
 	purge_fork_done();
 	cache_fork_parent();
 	uffd_fork_parent();
+	pressure_fork_done();
 }
 
 static void fork_child(void)
@@ -191,6 +193,7 @@ static void fork_child(void)
 	purge_fork_done();
 	cache_fork_child();
 	uffd_fork_child();
+	pressure_fork_done();
 }
 
 static void init_basic_once(void)

@@ -134,6 +134,15 @@ struct monitor {
 };
 
 static pthread_mutex_t mon_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * Held by the monitor thread whenever it is awake (not asleep in poll):
+ * fork() takes it first (pressure_fork_prepare), so no child is copied
+ * while the monitor is inside stdio or the allocator, whose locks the child
+ * would inherit held (seen: a sanitizer's allocator, which has no fork
+ * handler, hung the child's first malloc).  No application code runs on
+ * this thread, so a fork can never come from under it.
+ */
+static pthread_mutex_t mon_busy = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static pthread_t mon_thread;
 static bool mon_running;                /* under mon_lock */
@@ -984,6 +993,7 @@ static void *monitor_main(void *arg)
 	/* Signals belong to the application's threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_mutex_lock(&mon_busy);
 	if (arg) {
 		/* Started by the library itself: the first call of the
 		 * application need not wait for the sources to be found. */
@@ -995,10 +1005,15 @@ static void *monitor_main(void *arg)
 	enforce_budget();
 	while (!atomic_load(&stop_req)) {
 		uint64_t now = now_ms();
-		int n = poll(mon.pfd, (nfds_t)mon.npfd, next_timeout(now));
+		int n, err;
 
-		if (n < 0 && errno != EINTR) {
-			vr_debug("monitor poll failed: %s", strerror(errno));
+		pthread_mutex_unlock(&mon_busy);
+		n = poll(mon.pfd, (nfds_t)mon.npfd, next_timeout(now));
+		err = errno;
+		pthread_mutex_lock(&mon_busy);
+
+		if (n < 0 && err != EINTR) {
+			vr_debug("monitor poll failed: %s", strerror(err));
 			break;
 		}
 		if (n > 0) {
@@ -1018,7 +1033,18 @@ static void *monitor_main(void *arg)
 		if (!atomic_load(&stop_req))
 			periodic(now_ms());
 	}
+	pthread_mutex_unlock(&mon_busy);
 	return NULL;
+}
+
+void pressure_fork_prepare(void)
+{
+	pthread_mutex_lock(&mon_busy);
+}
+
+void pressure_fork_done(void)
+{
+	pthread_mutex_unlock(&mon_busy);
 }
 
 /* ------------------------------------------------------------------ */

@@ -14,6 +14,11 @@ struct vrange_stats;
  * logged (VRANGE_DEBUG): the library works without it. */
 void pressure_autostart(void) VR_HIDDEN;
 
+/* fork(): wait until the monitor thread sleeps, and keep it there until
+ * the fork is done (env.c; done runs in the parent and the child). */
+void pressure_fork_prepare(void) VR_HIDDEN;
+void pressure_fork_done(void) VR_HIDDEN;
+
 /* Set the budget (0 = none) and wake the monitor to enforce it. */
 void pressure_set_budget(size_t bytes) VR_HIDDEN;
 
