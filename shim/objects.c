@@ -192,13 +192,20 @@ static void obj_release(struct ash_obj *o)
 	/* pfd stays marked ours until it is closed: the library looks at it. */
 	if (o->layer && o->pfd >= 0)
 		layer_release(o);
-	vfile_put(o->vf);
 	if (o->pfd >= 0) {
+		bool kept;
+
 		pthread_mutex_lock(&shim_lock);
 		if (shim_fd_entry(o->pfd) == ((uintptr_t)o | SHIM_FD_PRIVATE))
 			tab_set_locked(o->pfd, 0);
 		pthread_mutex_unlock(&shim_lock);
-		shim_real.close(o->pfd);
+		/* A purge may still punch through pfd: then the state keeps
+		 * it and closes it last. */
+		kept = vfile_put_lender(o->vf, o->pfd);
+		if (!kept)
+			shim_real.close(o->pfd);
+	} else {
+		vfile_put(o->vf);
 	}
 	pthread_mutex_destroy(&o->lock);
 	free(o);

@@ -718,8 +718,8 @@ static bool keep_orphan(struct vfile *f)
 	uint64_t vol = 1, purged = 1; /* a lock that cannot be had: keep */
 
 	/* A private region's state: nobody else can ask for it, and the
-	 * descriptor is not ours to keep (nor to close). */
-	if (f->fd_borrowed)
+	 * descriptor is not ours to keep (or is the destroyed lender's). */
+	if (f->fd_borrowed || atomic_load(&f->lazy))
 		return false;
 	if (f->anon)
 		return true;
@@ -759,6 +759,22 @@ void vfile_put(struct vfile *f)
 	pthread_mutex_unlock(&registry_lock);
 	publish_del(&f->pub_slot);
 	vfile_free(f);
+}
+
+bool vfile_put_lender(struct vfile *f, int fd)
+{
+	bool kept = false;
+
+	if (!f)
+		return false;
+	pthread_mutex_lock(&f->lock);
+	if (f->fd_borrowed && f->fd == fd) {
+		f->fd_borrowed = false;
+		kept = true;
+	}
+	pthread_mutex_unlock(&f->lock);
+	vfile_put(f);
+	return kept;
 }
 
 void vfile_sweep_orphans(void)

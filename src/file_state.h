@@ -178,6 +178,15 @@ struct vfile *vfile_find(dev_t dev, ino_t ino, int fd) VR_HIDDEN;
  */
 void vfile_put(struct vfile *f) VR_HIDDEN;
 
+/*
+ * vfile_put() for the one who lends f its descriptor fd (a private region,
+ * a shim area).  A purge may still hold f and punch through f->fd: were
+ * the lender to close fd now, the number could name another file before
+ * that punch.  So if f still borrows fd, f keeps it and closes it with
+ * its last reference: true, and the lender must not close fd.
+ */
+bool vfile_put_lender(struct vfile *f, int fd) VR_HIDDEN;
+
 /* The file was met through an application mapping (any_mapping.c). */
 void vfile_note_app_mapped(struct vfile *f) VR_HIDDEN;
 

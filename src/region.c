@@ -367,8 +367,8 @@ int vrange_region_destroy(vrange_region *r)
 	uffd_forget_map(r->file, &r->map);
 	vfile_del_map(r->file, &r->map);
 	munmap(r->map.base, r->map.size);
-	vfile_put(r->file);
-	close(r->fd);
+	if (!vfile_put_lender(r->file, r->fd))
+		close(r->fd);
 	free(r);
 	return 0;
 }
