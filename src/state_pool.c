@@ -20,6 +20,9 @@
 #define POOL_RESERVE_MIN (1ull << 30)
 /* The file grows in steps of this. */
 #define POOL_GROW (2u << 20)
+/* Fresh slots are faulted in this many bytes at a time (one madvise, not a
+ * page fault per slot: a shmem fault is most of a create's cost). */
+#define POOL_POPULATE (64u << 10)
 #define SLOT_MIN_SHIFT 8u
 #define SLOT_MAX_SHIFT 18u
 #define NCLASSES (SLOT_MAX_SHIFT - SLOT_MIN_SHIFT + 1)
@@ -30,6 +33,7 @@ struct pool {
 	uint64_t reserved;  /* bytes of address space mapped */
 	uint64_t size;      /* bytes of the file */
 	uint64_t bump;      /* first byte never handed out */
+	uint64_t populated; /* bytes faulted in ahead of use */
 	uint64_t live;      /* slots handed out and not freed */
 	bool sealed;        /* shared with a fork: no more slots from it */
 	uint64_t free_head[NCLASSES]; /* offset + 1 of a free slot, 0 = none */
@@ -92,6 +96,24 @@ static unsigned int class_of(size_t bytes)
 	return c;
 }
 
+/* Fault the pool in up to end (and a step beyond) in one call; where the
+ * kernel lacks MADV_POPULATE_WRITE the slots fault one by one as before. */
+static void populate(struct pool *p, uint64_t end)
+{
+	uint64_t to;
+
+	if (end <= p->populated)
+		return;
+	to = (end + POOL_POPULATE - 1) & ~(uint64_t)(POOL_POPULATE - 1);
+	if (to > p->size)
+		to = p->size;
+	if (madvise(p->base + p->populated, to - p->populated,
+		    MADV_POPULATE_WRITE) == 0)
+		p->populated = to;
+	else
+		p->populated = p->size; /* not offered: never ask again */
+}
+
 static int carve(struct pool *p, unsigned int c, uint64_t *off)
 {
 	uint64_t bytes = (uint64_t)1 << (SLOT_MIN_SHIFT + c);
@@ -116,6 +138,7 @@ static int carve(struct pool *p, unsigned int c, uint64_t *off)
 			return -errno;
 		p->size = size;
 	}
+	populate(p, at + bytes);
 	p->bump = at + bytes;
 	*off = at;
 	return 0;
