@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * region.c - regions: memfds the library creates or adopts and maps, the
- * address table behind vrange(), and marking by region offset.
+ * region.c - regions: memfds the library creates or adopts and maps, and
+ * marking by region offset (the address table: region_table.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "region.h"
-#include "seqlock.h"
+#include "region_table.h"
 #include "shared_file.h"
 #include "shmem.h"
 #include "sigbus_fixup.h"
@@ -23,24 +23,6 @@
 
 /* memfd names: the kernel takes 249 bytes after its "memfd:" prefix. */
 #define MEMFD_NAME_MAX 249
-
-/*
- * Regions sorted by base address, for vrange()'s lookup in O(log n).  Read
- * without a lock (seqlock.h): lookups run on every vrange() call and in
- * SIGBUS handlers.  Entries carry the extent, so a lookup never follows a
- * region pointer that a concurrent destroy may be freeing; a table that
- * grows is replaced and the old one kept (readers may still scan it).
- */
-struct table_entry {
-	char *base;
-	size_t size;
-	struct vrange_region *r;
-};
-
-static pthread_mutex_t table_write = PTHREAD_MUTEX_INITIALIZER;
-static struct seqlock table_seq;
-static struct seq_array *_Atomic table;
-static _Atomic uint64_t live_regions;
 
 int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 		  uint64_t *start, uint64_t *end)
@@ -66,102 +48,6 @@ int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 		*end = (last >> vr_page_shift) + ((last & mask) != 0);
 	}
 	return 0;
-}
-
-/* Index of the first of the n entries e whose base is above addr. */
-static size_t table_upper(const struct table_entry *e, size_t n, const void *addr)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (e[mid].base <= (const char *)addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static int table_insert(struct vrange_region *r)
-{
-	struct table_entry entry = { r->map.base, r->map.size, r };
-	struct seq_array *t;
-	size_t i;
-	int ret;
-
-	pthread_mutex_lock(&table_write);
-	t = atomic_load(&table);
-	i = t ? table_upper(SEQ_ARRAY_AT(t, struct table_entry), t->n, entry.base) : 0;
-	ret = seq_array_insert(&table, &table_seq, i, &entry, sizeof(entry));
-	if (ret == 0)
-		atomic_fetch_add(&live_regions, 1);
-	pthread_mutex_unlock(&table_write);
-	return ret;
-}
-
-static void table_remove(struct vrange_region *r)
-{
-	struct seq_array *t;
-
-	pthread_mutex_lock(&table_write);
-	t = atomic_load(&table);
-	if (t) {
-		/* Bases are distinct (the regions' mappings): the entry just
-		 * below the first base above r's is r's. */
-		size_t i = table_upper(SEQ_ARRAY_AT(t, struct table_entry), t->n,
-				       r->map.base);
-
-		if (i > 0 && SEQ_ARRAY_AT(t, struct table_entry)[i - 1].r == r) {
-			seq_array_remove(t, &table_seq, i - 1, sizeof(struct table_entry));
-			atomic_fetch_sub(&live_regions, 1);
-		}
-	}
-	pthread_mutex_unlock(&table_write);
-}
-
-struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
-{
-	const struct table_entry *e;
-	struct vrange_region *r;
-	struct seq_array *t;
-	uint32_t v;
-	size_t i, n;
-
-	do {
-		v = seq_read_begin(&table_seq);
-		r = NULL;
-		*partly = false;
-		t = atomic_load_explicit(&table, memory_order_acquire);
-		if (!t)
-			break;
-		e = SEQ_ARRAY_AT(t, struct table_entry);
-		/* A torn count is caught by the retry; stay inside the table. */
-		n = t->n < t->cap ? t->n : t->cap;
-		i = table_upper(e, n, addr);
-		if (i > 0) {
-			struct table_entry c = e[i - 1];
-			size_t off = (size_t)((const char *)addr - c.base);
-
-			if (off < c.size) {
-				if (len <= c.size - off)
-					r = c.r;
-				else
-					*partly = true;
-			}
-		}
-		/* A range that starts before a region and runs into it. */
-		if (!r && !*partly && i < n &&
-		    (size_t)(e[i].base - (const char *)addr) < len)
-			*partly = true;
-	} while (seq_read_retry(&table_seq, v));
-	return r;
-}
-
-uint64_t region_count(void)
-{
-	return atomic_load(&live_regions);
 }
 
 static int choose_access(unsigned int flags, unsigned int *access)
@@ -209,7 +95,7 @@ static int region_wire(int fd, void *base, size_t size, struct vfile *f,
 	 * kernel refuses reads zeros (counted in the stats). */
 	if (r->map.sigbus)
 		uffd_arm(r->file, &r->map, false);
-	ret = table_insert(r);
+	ret = region_table_insert(r->map.base, r->map.size, r);
 	if (ret < 0) {
 		uffd_forget_map(r->file, &r->map);
 		vfile_del_map(r->file, &r->map);
@@ -363,7 +249,7 @@ int vrange_region_destroy(vrange_region *r)
 {
 	if (!r)
 		return 0;
-	table_remove(r);
+	region_table_remove(r->map.base, r);
 	uffd_forget_map(r->file, &r->map);
 	vfile_del_map(r->file, &r->map);
 	munmap(r->map.base, r->map.size);
@@ -477,19 +363,4 @@ int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg)
 		vfile_unlock(r->file);
 	}
 	return ret;
-}
-
-void region_fork_prepare(void)
-{
-	pthread_mutex_lock(&table_write);
-}
-
-void region_fork_parent(void)
-{
-	pthread_mutex_unlock(&table_write);
-}
-
-void region_fork_child(void)
-{
-	pthread_mutex_init(&table_write, NULL);
 }

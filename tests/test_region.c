@@ -1108,13 +1108,18 @@ START_TEST(vrange_len_zero)
 }
 END_TEST
 
-/* Address lookup among many regions finds the right one. */
+/*
+ * Address lookup among many regions finds the right one: enough regions
+ * for the table's blocks (of 128) to split, and destroys that empty whole
+ * blocks, with lookups at every region's edges.
+ */
 START_TEST(vrange_many_regions)
 {
-	enum { N = 64 };
-	vrange_region *rs[N];
+	enum { N = 600 };
+	vrange_region **rs = calloc(N, sizeof(*rs));
 	int purged;
 
+	ck_assert_ptr_nonnull(rs);
 	for (int i = 0; i < N; i++)
 		rs[i] = make_region(1 + (size_t)(i % 3));
 	for (int i = 0; i < N; i += 2)
@@ -1123,22 +1128,40 @@ START_TEST(vrange_many_regions)
 	for (int i = 0; i < N; i++)
 		ck_assert_int_eq(pg_vol(rs[i], 0), i % 2 == 0);
 	ck_assert_uint_eq(stats().regions, N);
-	/* Destroy a few in the middle; the others are still found. */
+	/* Destroy a few in the middle, then a run of 300 made one after
+	 * another (neighbours in the table: whole blocks go); the others
+	 * are still found, and no range runs from one into the next. */
 	for (int i = 0; i < N; i += 4) {
 		ck_assert_int_eq(vrange_region_destroy(rs[i]), 0);
 		rs[i] = NULL;
 	}
-	ck_assert_uint_eq(stats().regions, N - N / 4);
-	for (int i = 2; i < N; i += 4) {
+	for (int i = 100; i < 400; i++) {
+		ck_assert_int_eq(vrange_region_destroy(rs[i]), 0);
+		rs[i] = NULL;
+	}
+	ck_assert_uint_eq(stats().regions, N - N / 4 - 300 + 300 / 4);
+	for (int i = 0; i < N; i++) {
+		char *b;
+		size_t sz;
+
+		if (!rs[i])
+			continue;
+		b = vrange_region_base(rs[i]);
+		sz = vrange_region_size(rs[i]);
 		purged = -1;
-		ck_assert_int_eq(vrange(vrange_region_base(rs[i]),
-					vrange_region_size(rs[i]),
-					VRANGE_NONVOLATILE, &purged), 0);
+		ck_assert_int_eq(vrange(b, sz, VRANGE_NONVOLATILE, &purged), 0);
 		ck_assert_int_eq(purged, 0);
 		ck_assert_int_eq(pg_vol(rs[i], 0), 0);
+		ck_assert_int_eq(vrange(b + sz - ps, ps, VRANGE_VOLATILE, NULL), 0);
+		ck_assert_int_eq(pg_vol(rs[i], sz / ps - 1), 1);
+		expect_noent_or_inval(vrange(b + sz - ps, 2 * ps, VRANGE_NONVOLATILE,
+					     &purged), "into the next");
+		expect_noent_or_inval(vrange(b - 1, 2, VRANGE_NONVOLATILE, &purged),
+				      "from below");
 	}
 	for (int i = 0; i < N; i++)
 		vrange_region_destroy(rs[i]);
+	free(rs);
 	ck_assert_uint_eq(stats().regions, 0);
 }
 END_TEST
