@@ -25,6 +25,7 @@
 
 #include <vrange.h>
 
+#include "fd_pass.h"
 #include "test_main.h"
 
 static size_t ps;
@@ -65,40 +66,18 @@ static int has_attr(vrange_region *r)
 
 static int send_fd(int sock, int fd)
 {
-	char ctl[CMSG_SPACE(sizeof(int))], b = 0;
-	struct iovec iov = { &b, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *c;
+	char b = 0;
 
-	memset(ctl, 0, sizeof(ctl));
-	if (fd >= 0) {
-		mh.msg_control = ctl;
-		mh.msg_controllen = sizeof(ctl);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
+	return fd_pass_send(sock, &b, 1, fd);
 }
 
 /* One message; its descriptor or -1 (and -2 when nothing arrived). */
 static int recv_fd(int sock)
 {
-	char ctl[CMSG_SPACE(sizeof(int))], b;
-	struct iovec iov = { &b, 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl, .msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c;
-	int fd = -1;
+	char b;
+	int fd;
 
-	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
-		return -2;
-	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
+	return fd_pass_recv(sock, &b, 1, &fd) == 1 ? fd : -2;
 }
 
 static void step(int sock)
