@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,21 +47,28 @@ struct top {
 	struct block *b;
 };
 
+/* upper() reads both kinds of item by their leading base address. */
+_Static_assert(offsetof(struct entry, base) == 0 && offsetof(struct top, first) == 0,
+	       "items begin with their base");
+
 static pthread_mutex_t table_write = PTHREAD_MUTEX_INITIALIZER;
 static struct seqlock table_seq;
 static struct seq_array *_Atomic tops;
 static struct block *free_blocks;
 static _Atomic uint64_t live_regions;
 
-/* Index of the first top entry whose block starts above addr. */
-static size_t top_upper(const struct top *t, size_t n, const void *addr)
+/* Index of the first of the n items (stride bytes apart, each beginning
+ * with its base address) whose base is above addr. */
+static size_t upper(const void *items, size_t n, size_t stride, const void *addr)
 {
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		const char *base = *(char *const *)(const void *)
+			((const char *)items + mid * stride);
 
-		if (t[mid].first <= (const char *)addr)
+		if (base <= (const char *)addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -68,20 +76,14 @@ static size_t top_upper(const struct top *t, size_t n, const void *addr)
 	return lo;
 }
 
-/* Index of the first of the n entries e whose base is above addr. */
+static size_t top_upper(const struct top *t, size_t n, const void *addr)
+{
+	return upper(t, n, sizeof(*t), addr);
+}
+
 static size_t entry_upper(const struct entry *e, size_t n, const void *addr)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (e[mid].base <= (const char *)addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return upper(e, n, sizeof(*e), addr);
 }
 
 static struct block *block_new(void)
@@ -165,13 +167,13 @@ int region_table_insert(char *base, size_t size, struct vrange_region *r)
 
 	pthread_mutex_lock(&table_write);
 	ret = block_for(base, &j);
-	t = tops_at(&n);
-	if (ret == 0 && t[j].b->n == BLOCK) {
+	if (ret == 0 && tops_at(&n)[j].b->n == BLOCK) {
 		ret = split(j);
-		if (ret == 0 && block_for(base, &j) == 0)
-			t = tops_at(&n);
+		if (ret == 0)
+			ret = block_for(base, &j);
 	}
 	if (ret == 0) {
+		t = tops_at(&n);
 		b = t[j].b;
 		i = entry_upper(b->e, b->n, base);
 		seq_write_begin(&table_seq);
