@@ -1073,9 +1073,12 @@ void uffd_fallbacks(uint64_t *count, char *why, size_t size)
 /* ---- the purge hooks ----------------------------------------------------- */
 
 /*
- * An armed mapping stays registered for good: a poison that fails costs
- * nothing but a trip to the fault thread, which poisons on touch from the
- * file's state.  A mapping that is not armed (a user-mode-only uffd) is
+ * An armed mapping stays registered for good: a poison that fails costs a
+ * trip to the fault thread, which poisons on touch from the file's state -
+ * unless the hole is filled first through a mapping nobody armed (a read
+ * through a read-only one allocates the page): then the touch finds a page
+ * and reads zeros.  So every purge poisons its holes at once; leaving them
+ * all to the thread failed test_anon's shm_chunks26_sigbus that way.  A mapping that is not armed (a user-mode-only uffd) is
  * registered around each purge; when its poison or its unregistering
  * fails, the registration stays (m->reg_stayed): it raises SIGBUS as the
  * markers would, and unmarking drops it before the pages are handed back.
