@@ -96,8 +96,9 @@ static unsigned int class_of(size_t bytes)
 	return c;
 }
 
-/* Fault the pool in up to end (and a step beyond) in one call; where the
- * kernel lacks MADV_POPULATE_WRITE the slots fault one by one as before. */
+/* Fault the pool in up to end (and a step beyond) in one call.  Where the
+ * kernel refuses (no MADV_POPULATE_WRITE before 5.14, no memory now), the
+ * slots up to the file's end fault one by one, as any memory would. */
 static void populate(struct pool *p, uint64_t end)
 {
 	uint64_t to;
@@ -111,7 +112,7 @@ static void populate(struct pool *p, uint64_t end)
 		    MADV_POPULATE_WRITE) == 0)
 		p->populated = to;
 	else
-		p->populated = p->size; /* not offered: never ask again */
+		p->populated = p->size; /* asked again once the file grows */
 }
 
 static int carve(struct pool *p, unsigned int c, uint64_t *off)
