@@ -98,6 +98,13 @@ static struct block *block_new(void)
 	return calloc(1, sizeof(*b));
 }
 
+/* Kept for reuse, never freed: a reader may still scan it. */
+static void block_keep(struct block *b)
+{
+	b->next_free = free_blocks;
+	free_blocks = b;
+}
+
 static struct top *tops_at(size_t *n)
 {
 	struct seq_array *a = atomic_load(&tops);
@@ -121,8 +128,7 @@ static int split(size_t j)
 	entry.first = nb->e[0].base;
 	entry.b = nb;
 	if (seq_array_insert(&tops, &table_seq, j + 1, &entry, sizeof(entry)) < 0) {
-		nb->next_free = free_blocks;
-		free_blocks = nb;
+		block_keep(nb);
 		return -ENOMEM;
 	}
 	seq_write_begin(&table_seq);
@@ -145,8 +151,7 @@ static int block_for(const char *base, size_t *j)
 		if (!b)
 			return -ENOMEM;
 		if (seq_array_insert(&tops, &table_seq, 0, &entry, sizeof(entry)) < 0) {
-			b->next_free = free_blocks;
-			free_blocks = b;
+			block_keep(b);
 			return -ENOMEM;
 		}
 		*j = 0;
@@ -217,8 +222,7 @@ void region_table_remove(const char *base, const struct vrange_region *r)
 	if (b->n == 0) {
 		/* An empty block is harmless to a lookup meanwhile. */
 		seq_array_remove(atomic_load(&tops), &table_seq, j, sizeof(struct top));
-		b->next_free = free_blocks;
-		free_blocks = b;
+		block_keep(b);
 	}
 out:
 	pthread_mutex_unlock(&table_write);
