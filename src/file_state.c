@@ -718,8 +718,10 @@ static bool keep_orphan(struct vfile *f)
 	uint64_t vol = 1, purged = 1; /* a lock that cannot be had: keep */
 
 	/* A private region's state: nobody else can ask for it, and the
-	 * descriptor is not ours to keep (or is the destroyed lender's). */
-	if (f->fd_borrowed || atomic_load(&f->lazy))
+	 * descriptor is not ours to keep (or is the destroyed lender's).  A
+	 * borrowed descriptor is always a lazy vfile's (share() ends
+	 * borrowing before laziness). */
+	if (atomic_load(&f->lazy))
 		return false;
 	if (f->anon)
 		return true;
