@@ -193,16 +193,13 @@ static void obj_release(struct ash_obj *o)
 	if (o->layer && o->pfd >= 0)
 		layer_release(o);
 	if (o->pfd >= 0) {
-		bool kept;
-
 		pthread_mutex_lock(&shim_lock);
 		if (shim_fd_entry(o->pfd) == ((uintptr_t)o | SHIM_FD_PRIVATE))
 			tab_set_locked(o->pfd, 0);
 		pthread_mutex_unlock(&shim_lock);
 		/* A purge may still punch through pfd: then the state keeps
 		 * it and closes it last. */
-		kept = vfile_put_lender(o->vf, o->pfd);
-		if (!kept)
+		if (!vfile_put_lender(o->vf, o->pfd))
 			shim_real.close(o->pfd);
 	} else {
 		vfile_put(o->vf);
