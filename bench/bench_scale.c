@@ -215,17 +215,29 @@ static void threads(void)
 	vrange_region_destroy(r2);
 }
 
+/* What a region is made of, without the library: a memfd of size bytes,
+ * mapped shared (its descriptor in *fd). */
+static void *raw_memfd(size_t size, int *fd)
+{
+	void *p;
+
+	*fd = memfd_create("raw", MFD_CLOEXEC);
+	if (*fd < 0 || ftruncate(*fd, (off_t)size) < 0)
+		die("memfd", errno);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (p == MAP_FAILED)
+		die("mmap", errno);
+	return p;
+}
+
 static double raw_cycle(size_t size, int n)
 {
 	double t0 = now_ns();
 
 	for (int i = 0; i < n; i++) {
-		int fd = memfd_create("raw", MFD_CLOEXEC);
-		if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
-			die("memfd", errno);
-		void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (p == MAP_FAILED)
-			die("mmap", errno);
+		int fd;
+		void *p = raw_memfd(size, &fd);
+
 		munmap(p, size);
 		close(fd);
 	}
@@ -354,14 +366,9 @@ static void idle(void)
 /* ns per page of punching every `step`-th page of a touched memfd. */
 static double raw_punch(size_t pages, size_t step)
 {
-	int fd = memfd_create("raw-punch", MFD_CLOEXEC);
-	char *p;
+	int fd;
+	char *p = raw_memfd(pages * ps, &fd);
 
-	if (fd < 0 || ftruncate(fd, (off_t)(pages * ps)) < 0)
-		die("memfd", errno);
-	p = mmap(NULL, pages * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		die("mmap", errno);
 	memset(p, 1, pages * ps);
 	double t0 = now_ns();
 	for (size_t i = 0; i < pages; i += step)
@@ -423,12 +430,6 @@ static void purging(void)
 		       "purge, adjacent pages marked one by one, SIGBUS", s1 / 1e3, raw1 / 1e3, raw1 / s1);
 }
 
-/*
- * n regions of 64 KiB in one process: create (touching one page), mark
- * that page volatile, purge everything, destroy; us per region for each
- * step, in a child whose descriptor limit allows it.  The count is checked:
- * every region created, every page purged.
- */
 /* Per memfd: create, size, map and touch n of them, all live at once (the
  * raw counterpart of a region made and first written), then free them. */
 static double raw_many(size_t n)
@@ -441,12 +442,7 @@ static double raw_many(size_t n)
 		die("calloc", ENOMEM);
 	t0 = now_ns();
 	for (size_t i = 0; i < n; i++) {
-		fd[i] = memfd_create("raw", MFD_CLOEXEC);
-		if (fd[i] < 0 || ftruncate(fd[i], 64 << 10) < 0)
-			die("memfd", errno);
-		p[i] = mmap(NULL, 64 << 10, PROT_READ | PROT_WRITE, MAP_SHARED, fd[i], 0);
-		if (p[i] == MAP_FAILED)
-			die("mmap", errno);
+		p[i] = raw_memfd(64 << 10, &fd[i]);
 		*(volatile char *)p[i] = 1;
 	}
 	t = (now_ns() - t0) / (double)n;
@@ -459,6 +455,12 @@ static double raw_many(size_t n)
 	return t;
 }
 
+/*
+ * n regions of 64 KiB in one process: create (touching one page), mark
+ * that page volatile, purge everything, destroy; us per region for each
+ * step, in a child whose descriptor limit allows it.  The count is checked:
+ * every region created, every page purged.
+ */
 static void many_regions(size_t n)
 {
 	pid_t pid = fork();
