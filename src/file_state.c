@@ -261,14 +261,36 @@ int vfile_new_region(int fd, const struct stat *st, uint64_t size,
 	return 0;
 }
 
+/* Another mapping of f's file may read its holes from now on: the purged
+ * pages our region's mapping left to the fault thread get their poison
+ * first.  Where that fails the file stays unreached (the caller fails). */
+static int reach(struct vfile *f)
+{
+	int r = 0;
+
+	if (!atomic_load(&f->unreached))
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	if (atomic_load(&f->unreached) && (r = vfile_lock(f)) == 0) {
+		for (struct vmap *m = f->maps; m && r == 0; m = m->next)
+			if (m->region)
+				r = uffd_region_poison_holes(m->region);
+		if (r == 0)
+			atomic_store(&f->unreached, false);
+		vfile_unlock(f);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
 static int share(struct vfile *f, bool own_fd)
 {
 	struct shared_lock *old;
 	bool own = false;
-	int nfd = -1, r = 0;
+	int nfd = -1, r = reach(f);
 
-	if (!atomic_load_explicit(&f->lazy, memory_order_acquire))
-		return 0;
+	if (r < 0 || !atomic_load_explicit(&f->lazy, memory_order_acquire))
+		return r;
 	pthread_mutex_lock(&f->lock);
 	if (!atomic_load(&f->lazy))
 		goto out;
@@ -318,6 +340,13 @@ int vfile_share(struct vfile *f)
 	return share(f, true);
 }
 
+/* Must f be shared before a fork: its state in our pool, or holes only
+ * our own mapping may touch (the child maps the file too). */
+static bool goes_to_child(struct vfile *f)
+{
+	return f->shared && (f->sh.pooled || atomic_load(&f->unreached));
+}
+
 void vfile_share_all_states(void)
 {
 	struct vfile **v = NULL;
@@ -325,11 +354,11 @@ void vfile_share_all_states(void)
 
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next)
-		cap += f->shared && f->sh.pooled;
+		cap += goes_to_child(f);
 	if (cap)
 		v = malloc(cap * sizeof(*v));
 	for (struct vfile *f = registry; v && f && n < cap; f = f->next) {
-		if (f->shared && f->sh.pooled) {
+		if (goes_to_child(f)) {
 			f->refs++;
 			v[n++] = f;
 		}

@@ -66,6 +66,10 @@ struct vfile {
 				   * nothing else holds the vfile) */
 	_Atomic bool lazy;        /* a private region: fd borrowed and/or the
 				   * state in our pool - vfile_share() ends it */
+	_Atomic bool unreached;   /* a region no other mapping can reach yet:
+				   * its purged pages are poisoned only when
+				   * touched (uffd_purge.c); share() ends it.
+				   * Changed and read under the tree lock */
 	bool fd_kept;             /* the lender keeps the borrowed fd open until
 				   * every reference is gone and uses it itself
 				   * (the shim's private fd): that fd reaching

@@ -201,8 +201,11 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 		goto fail;
 	ret = region_open(fd, rsize, access, out);
 done:
-	if (ret == 0)
+	if (ret == 0) {
+		/* A memfd of our own: nobody else maps it yet. */
+		atomic_store(&(*out)->file->unreached, true);
 		return 0;
+	}
 	vshared_unformat(fd);
 fail:
 	close(fd);

@@ -31,7 +31,9 @@
  *   before the punch   nothing: already registered.
  *   after the punch    UFFDIO_POISON [off, len) in this process's armed
  *                      mappings, so touches here signal without a trip to
- *                      the thread (refill regions: left to the thread).
+ *                      the thread (refill regions, and regions no other
+ *                      mapping can reach yet: left to the thread, see
+ *                      poison_now()).
  *   mark_nonvolatile   MADV_DONTNEED over the purged pages clears the
  *                      markers; the next touch comes to the thread and
  *                      gets a zero page.  A plain system call:
@@ -1093,10 +1095,27 @@ bool uffd_span_ok(const struct vmap *m)
 	return sigbus_fd >= 0;
 }
 
+/*
+ * Poison what a purge punched in an armed mapping at once?  So this
+ * process's touches cost no trip to the thread - but the ioctl costs a
+ * third of the punch, per run.  Not in a refill region (its callback
+ * serves the holes) nor in a region no other mapping can reach yet: the
+ * danger poisoning guards against is a hole read through a mapping the
+ * thread does not watch, which fills it with zeros that this mapping then
+ * shows instead of SIGBUS.  Such a region's holes are poisoned when it
+ * becomes reachable (uffd_region_poison_holes); until then a touch goes to
+ * the thread, which poisons that page.  Under the file's lock.
+ */
+static bool poison_now(const struct vmap *m)
+{
+	return !(m->region && (m->region->refill ||
+			       atomic_load(&m->region->file->unreached)));
+}
+
 void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
 {
 	if (m->armed) {
-		if (!(m->region && m->region->refill))
+		if (poison_now(m))
 			uffd_poison(fault_fd, m->base + off, len);
 		return;
 	}
@@ -1138,9 +1157,7 @@ void uffd_cancel_discard(struct vmap *m, size_t off, size_t len)
 void uffd_after_discard(struct vmap *m, size_t off, size_t len)
 {
 	if (m->armed) {
-		/* Poisoned at once, so this process's touches cost no trip to
-		 * the thread; a refill region's are served by the callback. */
-		if (!(m->region && m->region->refill))
+		if (poison_now(m))
 			uffd_poison(fault_fd, m->base + off, len);
 		return;
 	}
@@ -1180,11 +1197,19 @@ static int walk_purged(const struct rt_range *rr, void *arg)
 		return 0;
 	if (len > r->map.size - off)
 		len = r->map.size - off;
-	if (r->refill)
+	if (r->refill) {
 		madvise(r->map.base + off, len, MADV_DONTNEED); /* to the thread */
-	else
-		uffd_poison(fault_fd, r->map.base + off, len);
-	return 0;
+		return 0;
+	}
+	return uffd_poison(fault_fd, r->map.base + off, len);
+}
+
+int uffd_region_poison_holes(struct vrange_region *r)
+{
+	if (!r->map.armed || r->refill)
+		return 0;
+	return rt_visit(&r->file->tree, 0, r->map.size >> vr_page_shift,
+			walk_purged, r);
 }
 
 int uffd_region_refill(struct vrange_region *r)
@@ -1203,7 +1228,7 @@ int uffd_region_refill(struct vrange_region *r)
 	ret = vfile_lock(r->file);
 	if (ret < 0)
 		return ret;
-	if (r->map.armed)
+	if (r->map.armed) /* a poison that fails: the thread poisons on touch */
 		rt_visit(&r->file->tree, 0, r->map.size >> vr_page_shift,
 			 walk_purged, r);
 	vfile_unlock(r->file);

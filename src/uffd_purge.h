@@ -84,6 +84,10 @@ void uffd_fallbacks(uint64_t *count, char *why, size_t size) VR_HIDDEN;
 
 /* A region gets (r->refill != NULL) or loses a refill callback. 0 or -errno. */
 int uffd_region_refill(struct vrange_region *r) VR_HIDDEN;
+/* r's file becomes reachable by other mappings: poison its purged pages
+ * in r's armed mapping, which were left to the fault thread.  Tree lock
+ * held.  0 or -errno (the poison failed: nothing else may map it yet). */
+int uffd_region_poison_holes(struct vrange_region *r) VR_HIDDEN;
 
 /*
  * Bumped whenever markers are installed in a region's mapping (a purge, or

@@ -38,7 +38,7 @@ const char *vrange_version(void)
 static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 			  struct vfile **out, uint64_t *start, uint64_t *end)
 {
-	struct vfile *f;
+	struct vfile *f = NULL;
 	struct stat st;
 	uint64_t user_size;
 	int r;
@@ -83,7 +83,7 @@ fail:
 
 int vrange_fd_mark_volatile(int fd, off_t off, off_t len)
 {
-	struct vfile *f;
+	struct vfile *f = NULL;
 	uint64_t start, end;
 	int r = fd_layer_begin(fd, off, len, true, &f, &start, &end);
 
@@ -96,7 +96,7 @@ int vrange_fd_mark_volatile(int fd, off_t off, off_t len)
 
 int vrange_fd_mark_nonvolatile(int fd, off_t off, off_t len)
 {
-	struct vfile *f;
+	struct vfile *f = NULL;
 	uint64_t start, end;
 	int r = fd_layer_begin(fd, off, len, false, &f, &start, &end);
 
@@ -109,7 +109,7 @@ int vrange_fd_mark_nonvolatile(int fd, off_t off, off_t len)
 
 int vrange_fd_is_volatile(int fd, off_t off, off_t len)
 {
-	struct vfile *f;
+	struct vfile *f = NULL;
 	uint64_t start, end;
 	int r = fd_layer_begin(fd, off, len, false, &f, &start, &end);
 

@@ -263,6 +263,93 @@ START_TEST(adopt_after_purge_raises_sigbus)
 }
 END_TEST
 
+/*
+ * A region nobody else can map leaves its purged pages to the fault
+ * thread (no eager poison).  Once its fd is out, another mapping may read
+ * such a hole, which fills it with zeros: the region's own mapping must
+ * still raise SIGBUS there.  The pages are poisoned when the fd is handed
+ * out (or, in fork_then_hole_read_elsewhere, when the process forks).
+ * Small regions keep their state in the pool, large ones do not: both.
+ */
+static const size_t reach_pages[] = { 8, 16384 };
+
+/* Read page `page` of fd through a mapping the library never saw. */
+static char read_elsewhere(int fd, size_t pages, size_t page)
+{
+	char *q = mmap(NULL, pages * ps, PROT_READ, MAP_SHARED, fd, 0);
+	char v;
+
+	ck_assert_ptr_ne(q, MAP_FAILED);
+	v = ((volatile char *)q)[page * ps];
+	munmap(q, pages * ps);
+	return v;
+}
+
+static vrange_region *purged_page_two(size_t pages)
+{
+	vrange_region *r = sigbus_region(pages);
+	char *b;
+
+	if (!r)
+		return NULL;
+	catch_bus();
+	b = vrange_region_base(r);
+	memset(b, 'x', 4 * ps);
+	ck_assert_int_eq(vrange_mark_volatile(r, 2 * ps, ps), 0);
+	ck_assert_int_gt(vrange_region_purge(r), 0);
+	return r;
+}
+
+START_TEST(fd_out_then_hole_read_elsewhere)
+{
+	size_t pages = reach_pages[_i];
+	vrange_region *r = purged_page_two(pages);
+	char *b, v;
+
+	if (!r)
+		return;
+	b = vrange_region_base(r);
+	ck_assert_int_eq(read_elsewhere(vrange_region_fd(r), pages, 2), 0);
+	ck_assert_msg(try_read(b + 2 * ps, &v) == 1,
+		      "a purged page read %d after a hole read elsewhere", v);
+	ck_assert(in_page(bus_addr, b + 2 * ps));
+	ck_assert_int_eq(try_read(b + 3 * ps, &v), 0);
+	ck_assert_int_eq(v, 'x');
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 2 * ps, ps), VRANGE_PURGED);
+	ck_assert_int_eq(try_read(b + 2 * ps, &v), 0);
+	ck_assert_int_eq(v, 0);
+	vrange_region_destroy(r);
+}
+END_TEST
+
+START_TEST(fork_then_hole_read_elsewhere)
+{
+	size_t pages = reach_pages[_i];
+	vrange_region *r = purged_page_two(pages);
+	char *b, v;
+	pid_t pid;
+	int status;
+
+	if (!r)
+		return;
+	b = vrange_region_base(r);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		alarm(20);
+		/* The child's own fd of the file (its copy of the region). */
+		_exit(read_elsewhere(vrange_region_fd(r), pages, 2) == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child status %#x", status);
+	ck_assert_msg(try_read(b + 2 * ps, &v) == 1,
+		      "a purged page read %d after the child read its hole", v);
+	ck_assert(in_page(bus_addr, b + 2 * ps));
+	vrange_region_destroy(r);
+}
+END_TEST
+
 START_TEST(volatile_not_purged_reads_data)
 {
 	vrange_region *r = sigbus_region(8);
@@ -977,6 +1064,8 @@ Suite *test_suite(void)
 	tcase_add_test(tc, auto_mode_is_sigbus);
 	tcase_add_test(tc, sigbus_on_read_and_write);
 	tcase_add_test(tc, adopt_after_purge_raises_sigbus);
+	tcase_add_loop_test(tc, fd_out_then_hole_read_elsewhere, 0, 2);
+	tcase_add_loop_test(tc, fork_then_hole_read_elsewhere, 0, 2);
 	tcase_add_test(tc, volatile_not_purged_reads_data);
 	tcase_add_test(tc, nonvolatile_gives_fresh_zero_page);
 	tcase_add_test(tc, scattered_purge_one_arming);
