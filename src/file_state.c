@@ -870,11 +870,30 @@ static void unlock_both(struct vfile *f, bool tree_held)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/*
+ * A single page of a library file, without the lock where its word is all
+ * there is to it (page_words.h).  The header pointer is loaded once and
+ * the words found from it, so a state that moves meanwhile (share()) is
+ * seen whole, old or new: the old stays mapped while the vfile lives, and
+ * the move raised its fast_off before copying.
+ */
+static struct pw_hdr *fast_words(struct vfile *f, uint32_t *n)
+{
+	*n = __atomic_load_n(&f->tree.pw.n, __ATOMIC_RELAXED);
+	return *n ? __atomic_load_n(&f->tree.pw.h, __ATOMIC_ACQUIRE) : NULL;
+}
+
 int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 			int32_t prio)
 {
-	int r = vfile_lock(f);
+	struct pw_hdr *h;
+	uint32_t n;
+	int r;
 
+	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	    pw_fast_mark(h, n, start, prio, vr_next_seq()) == 1)
+		return 0;
+	r = vfile_lock(f);
 	if (r < 0)
 		return r;
 	if (f->shared)
@@ -951,8 +970,14 @@ static bool has_sigbus_map(const struct vfile *f)
 int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
 {
 	uint64_t vol = 0, purged = 0;
-	int r = vfile_lock(f);
+	struct pw_hdr *h;
+	uint32_t n;
+	int r;
 
+	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	    pw_fast_clear(h, n, start) == 1)
+		return VRANGE_INTACT;
+	r = vfile_lock(f);
 	if (r < 0)
 		return r;
 	/* Nothing purged anywhere in the file (one counter): no walk. */
@@ -1293,15 +1318,22 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 			*pages += n;
 		return r;
 	}
-	for (;;) {
-		n = rr.end - rr.start < left ? rr.end - rr.start : left;
-		r = rt_mark_purged(&f->tree, rr.start, rr.start + n, NULL);
+	for (uint32_t tries = 0; tries < 2 * BATCH_RUNS; tries++) {
+		uint64_t stop;
+
+		if (rr.end - rr.start > left)
+			rr.end = rr.start + left;
+		/* Only what is recorded is punched: a single page unmarked
+		 * without the lock since the order named it keeps its data. */
+		r = rt_purge_exact(&f->tree, &rr, &stop);
 		if (r < 0)
 			break;
-		b.start[b.n] = rr.start;
-		b.end[b.n++] = rr.start + n;
-		*pages += n;
-		left -= n;
+		if (stop > rr.start) {
+			b.start[b.n] = rr.start;
+			b.end[b.n++] = stop;
+			*pages += stop - rr.start;
+			left -= stop - rr.start;
+		}
 		if (!left || b.n == BATCH_RUNS || keep_spare(f) < 0 ||
 		    rt_oldest_before(&f->tree, lim->max_seq, &rr) != 1 ||
 		    !may_take(&rr, lim))

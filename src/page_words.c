@@ -6,26 +6,54 @@
 #include "page_words.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "range_tree.h"
 
-#define PW_MAGIC 0x31647770u /* "pwd1" */
+#define PW_MAGIC 0x32647770u /* "pwd2" */
+
+/* A word changes by one 16-byte compare-and-swap where the machine has
+ * one (x86-64's cmpxchg16b, -mcx16); elsewhere only under the lock, and
+ * the lock-free operations always say "take the lock". */
+#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+#define PW_LOCK_FREE 1
+typedef unsigned __int128 word_bits;
+_Static_assert(sizeof(struct pw_word) == sizeof(word_bits), "word size");
+#else
+#define PW_LOCK_FREE 0
+#endif
 
 static struct pw_hdr *hdr_of(void *area, uint32_t npages)
 {
 	return (struct pw_hdr *)((char *)area + 32 * (size_t)npages);
 }
 
-void pw_format(struct pw *p, void *area, uint32_t npages)
+static struct pw_word *words_of(struct pw_hdr *h, uint32_t npages)
+{
+	return (struct pw_word *)((char *)h - 32 * (size_t)npages);
+}
+
+static struct pw_stripe *stripes_of(const struct pw_hdr *h)
+{
+	return (struct pw_stripe *)((char *)(uintptr_t)h + 64);
+}
+
+static void view(struct pw *p, void *area, uint32_t npages)
 {
 	p->w = area;
 	p->e = (struct pw_ent *)((char *)area + 16 * (size_t)npages);
 	p->h = hdr_of(area, npages);
 	p->n = npages;
+}
+
+void pw_format(struct pw *p, void *area, uint32_t npages)
+{
+	view(p, area, npages);
 	/* The words of a zero-filled area are already "no state": a large
 	 * region's metadata costs no page until its pages are marked. */
-	memset(p->h, 0, sizeof(*p->h));
+	memset(p->h, 0, PW_HDR_BYTES);
 	p->h->magic = PW_MAGIC;
 	p->h->npages = npages;
 }
@@ -36,10 +64,7 @@ int pw_attach(struct pw *p, void *area, uint32_t npages)
 
 	if (h->magic != PW_MAGIC || h->npages != npages)
 		return -EIO;
-	p->w = area;
-	p->e = (struct pw_ent *)((char *)area + 16 * (size_t)npages);
-	p->h = h;
-	p->n = npages;
+	view(p, area, npages);
 	return 0;
 }
 
@@ -48,6 +73,166 @@ uint32_t pw_peek_npages(const void *area_end_hdr)
 	const struct pw_hdr *h = area_end_hdr;
 
 	return h->magic == PW_MAGIC ? h->npages : 0;
+}
+
+static int64_t stripes_sum(const struct pw_hdr *h)
+{
+	const struct pw_stripe *st = stripes_of(h);
+	int64_t v = 0;
+
+	for (uint32_t k = 0; k < PW_STRIPES; k++)
+		v += __atomic_load_n(&st[k].vol, __ATOMIC_RELAXED);
+	return v;
+}
+
+int64_t pw_peek_fast_vol(const void *area_end_hdr)
+{
+	const struct pw_hdr *h = area_end_hdr;
+
+	return h->magic == PW_MAGIC ? stripes_sum(h) : 0;
+}
+
+uint64_t pw_vol(const struct pw *p)
+{
+	int64_t v = (int64_t)p->h->nvol + stripes_sum(p->h);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Changing a word                                                           */
+
+/* Whoever holds the lock changes words by compare-and-swap too: a
+ * lock-free mark or unmark may change the same word meanwhile (only
+ * between "none" and RT_VOLATILE; never a purged word). */
+static inline bool word_cas(struct pw_word *w, struct pw_word old,
+			    struct pw_word nw)
+{
+#if PW_LOCK_FREE
+	word_bits o, n;
+
+	memcpy(&o, &old, sizeof(o));
+	memcpy(&n, &nw, sizeof(n));
+	return __sync_bool_compare_and_swap((word_bits *)(void *)w, o, n);
+#else
+	*w = nw;
+	return true;
+#endif
+}
+
+/* A copy of the word (it may be torn by a concurrent swap: a swap from
+ * it then fails and the caller reads again). */
+static inline struct pw_word word_read(const struct pw_word *w)
+{
+	return *(const volatile struct pw_word *)w;
+}
+
+void pw_fast_off(struct pw *p)
+{
+	/* Already raised: by a holder before us, whose store came first. */
+	if (!__atomic_load_n(&p->h->fast_off, __ATOMIC_RELAXED))
+		__atomic_store_n(&p->h->fast_off, 1, __ATOMIC_SEQ_CST);
+}
+
+void pw_fast_on(struct pw *p)
+{
+	if (__atomic_load_n(&p->h->fast_off, __ATOMIC_RELAXED))
+		__atomic_store_n(&p->h->fast_off, 0, __ATOMIC_RELEASE);
+}
+
+#if PW_LOCK_FREE
+static __thread unsigned int my_stripe
+	__attribute__((tls_model("initial-exec"))) = UINT_MAX;
+static _Atomic unsigned int stripes_given;
+
+/* This thread's stripe: threads started one after another get different
+ * ones, so two threads marking never write one line. */
+static void count_fast(struct pw_hdr *h, int64_t delta)
+{
+	if (my_stripe == UINT_MAX)
+		my_stripe = atomic_fetch_add_explicit(&stripes_given, 1,
+						      memory_order_relaxed) % PW_STRIPES;
+	__atomic_fetch_add(&stripes_of(h)[my_stripe].vol, delta, __ATOMIC_RELAXED);
+}
+
+static inline bool fast_is_off(const struct pw_hdr *h)
+{
+	return __atomic_load_n(&h->fast_off, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* A lock-free mark is not in the order: say so (once; a line the marking
+ * threads then only read).  After the swap: an order built from a scan
+ * that may have missed it was begun after ord_stale was cleared. */
+static inline void note_unordered(struct pw_hdr *h)
+{
+	if (__atomic_load_n(&h->ord_built, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&h->ord_stale, __ATOMIC_RELAXED))
+		__atomic_store_n(&h->ord_stale, 1, __ATOMIC_RELAXED);
+}
+#endif
+
+/*
+ * Why a change that saw fast_off clear after its swap stands: a holder
+ * raises fast_off (sequentially consistent) before it reads any word it
+ * may move into a range or copy; the swap came before that second load,
+ * which came before the raise, so the holder reads the swapped word.  One
+ * that saw it raised may have been missed, or may sit in a word the tree
+ * now also covers: the caller redoes it under the lock, which settles
+ * both (a mark absorbs the word, an unmark clears word and range and
+ * answers from them).
+ */
+int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
+		 uint64_t seq)
+{
+#if PW_LOCK_FREE
+	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE };
+	struct pw_word *w, old;
+
+	if (i >= n || fast_is_off(h))
+		return 0;
+	w = words_of(h, n) + i;
+	/* Counted before the word turns volatile (and uncounted after it
+	 * turns back): a thread killed in between leaves the count high -
+	 * a scan for nothing - never low, which would hide the page from
+	 * purges (pw_oldest trusts a count of 0). */
+	for (;;) {
+		old = word_read(w);
+		if (old.state != 0 && old.state != RT_VOLATILE)
+			return 0; /* purged (stays so) or garbage: the lock */
+		if (!old.state)
+			count_fast(h, 1);
+		if (word_cas(w, old, nw))
+			break;
+		if (!old.state)
+			count_fast(h, -1);
+	}
+	note_unordered(h);
+	return !fast_is_off(h);
+#else
+	(void)h, (void)n, (void)i, (void)prio, (void)seq;
+	return 0;
+#endif
+}
+
+int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i)
+{
+#if PW_LOCK_FREE
+	struct pw_word *w, old;
+
+	if (i >= n || fast_is_off(h))
+		return 0;
+	w = words_of(h, n) + i;
+	do {
+		old = word_read(w);
+		if (old.state != RT_VOLATILE)
+			return 0; /* purged: the lock unpoisons and says so */
+	} while (!word_cas(w, old, (struct pw_word){ 0 }));
+	count_fast(h, -1);
+	return !fast_is_off(h);
+#else
+	(void)h, (void)n, (void)i;
+	return 0;
+#endif
 }
 
 static inline uint64_t clip(const struct pw *p, uint64_t e)
@@ -96,26 +281,28 @@ static inline void log_mark(struct pw *p, uint64_t i, int32_t prio,
 int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 	    struct pw_delta *d)
 {
+	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE };
 	struct pw_hdr *h = p->h;
 
 	if (e > p->n)
 		return -EIO;
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = &p->w[i];
-		uint32_t st = w->state;
+		struct pw_word *w = &p->w[i], old = word_read(w);
 
-		if (bad_state(st))
+		if (bad_state(old.state))
 			return -EIO;
-		count_was(d, st);
-		if (st == RT_PURGED)
+		if (old.state == RT_PURGED) { /* only a holder changes that */
+			count_was(d, old.state);
 			continue;
-		if (!st) {
+		}
+		log_mark(p, i, prio, seq);
+		while (!word_cas(w, old, nw))
+			old = word_read(w);
+		count_was(d, old.state);
+		if (!old.state) {
 			h->nvol++;
 			d->vol++;
 		}
-		log_mark(p, i, prio, seq);
-		*w = (struct pw_word){ .seq = seq, .prio = prio,
-				       .state = RT_VOLATILE };
 	}
 	return 0;
 }
@@ -126,69 +313,105 @@ int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
 
 	e = clip(p, e);
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = &p->w[i];
-		uint32_t st = w->state;
+		struct pw_word *w = &p->w[i], old;
 
-		if (!st)
+		do {
+			old = word_read(w);
+			if (bad_state(old.state))
+				return -EIO;
+		} while (old.state && !word_cas(w, old, (struct pw_word){ 0 }));
+		if (!old.state)
 			continue;
-		if (bad_state(st))
-			return -EIO;
-		count_was(d, st);
-		if (st == RT_VOLATILE) {
+		count_was(d, old.state);
+		if (old.state == RT_VOLATILE) {
 			h->nvol--;
 			d->vol--;
 		} else {
 			h->npurged--;
 			d->purged--;
 		}
-		*w = (struct pw_word){ 0 };
 	}
 	return 0;
 }
 
+/* Word i from volatile to purged: 1, 0 if it is not volatile (any more),
+ * -EIO.  *was: its state. */
+static int purge_one(struct pw *p, uint64_t i, uint32_t *was)
+{
+	struct pw_word *w = &p->w[i], old;
+
+	do {
+		old = word_read(w);
+		*was = old.state;
+		if (bad_state(old.state))
+			return -EIO;
+		if (old.state != RT_VOLATILE)
+			return 0;
+	} while (!word_cas(w, old, (struct pw_word){ .state = RT_PURGED }));
+	p->h->nvol--;
+	p->h->npurged++;
+	return 1;
+}
+
 int pw_purge(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
 {
-	struct pw_hdr *h = p->h;
-
 	e = clip(p, e);
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = &p->w[i];
+		uint32_t was;
+		int r = purge_one(p, i, &was);
 
-		if (bad_state(w->state))
-			return -EIO;
-		count_was(d, w->state);
-		if (w->state != RT_VOLATILE)
-			continue;
-		h->nvol--;
-		h->npurged++;
-		d->vol--;
-		d->purged++;
-		*w = (struct pw_word){ .state = RT_PURGED };
+		if (r < 0)
+			return r;
+		count_was(d, was);
+		d->vol -= r;
+		d->purged += r;
 	}
 	return 0;
+}
+
+int pw_purge_exact(struct pw *p, uint64_t s, uint64_t e, uint64_t *stop,
+		   struct pw_delta *d)
+{
+	uint64_t i;
+	int r = 0;
+
+	e = clip(p, e);
+	for (i = s; i < e; i++) {
+		uint32_t was;
+
+		r = purge_one(p, i, &was);
+		if (r <= 0)
+			break;
+		count_was(d, was);
+		d->vol--;
+		d->purged++;
+	}
+	*stop = i;
+	return r < 0 ? r : 0;
 }
 
 int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 	       uint64_t seq, struct pw_delta *d)
 {
+	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE };
 	struct pw_hdr *h = p->h;
 
 	e = clip(p, e);
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = &p->w[i];
+		struct pw_word *w = &p->w[i], old = word_read(w);
 
-		if (bad_state(w->state))
+		if (bad_state(old.state))
 			return -EIO;
-		count_was(d, w->state);
-		if (w->state != RT_PURGED)
+		count_was(d, old.state);
+		/* A purged word is only ever changed under the lock. */
+		if (old.state != RT_PURGED)
 			continue;
 		h->npurged--;
 		h->nvol++;
 		d->purged--;
 		d->vol++;
 		log_mark(p, i, prio, seq);
-		*w = (struct pw_word){ .seq = seq, .prio = prio,
-				       .state = RT_VOLATILE };
+		word_cas(w, old, nw);
 	}
 	return 0;
 }
@@ -301,13 +524,18 @@ static void build_order(struct pw *p)
 	uint32_t cap = p->n < PW_ORDER_MAX ? p->n : PW_ORDER_MAX, n = 0;
 	bool all = true;
 
+	/* Before the scan: a lock-free mark the scan misses flags the order
+	 * stale again (note_unordered). */
+	h->ord_stale = 0;
+	h->ord_built = 1;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < p->n; i++) {
-		const struct pw_word *w = &p->w[i];
+		const struct pw_word w = word_read(&p->w[i]);
 		struct pw_ent x;
 
-		if (w->state != RT_VOLATILE)
+		if (w.state != RT_VOLATILE)
 			continue;
-		x = (struct pw_ent){ .seq = w->seq, .prio = w->prio, .page = i };
+		x = (struct pw_ent){ .seq = w.seq, .prio = w.prio, .page = i };
 		if (n < cap) {
 			p->e[n] = x;
 			sift_up(p->e, n++);
@@ -324,8 +552,6 @@ static void build_order(struct pw *p)
 	h->ord_len = n;
 	h->ord_pos = 0;
 	h->ord_nlog = 0;
-	h->ord_stale = 0;
-	h->ord_built = 1;
 }
 
 /*
@@ -367,12 +593,12 @@ static bool take_log(struct pw *p)
 /* Does entry x still describe its page's word? */
 static inline bool ent_live(const struct pw *p, const struct pw_ent *x)
 {
-	const struct pw_word *w;
+	struct pw_word w;
 
 	if (x->page >= p->n)
 		return false;
-	w = &p->w[x->page];
-	return w->state == RT_VOLATILE && w->prio == x->prio && w->seq == x->seq;
+	w = word_read(&p->w[x->page]);
+	return w.state == RT_VOLATILE && w.prio == x->prio && w.seq == x->seq;
 }
 
 /* The first live entry from ord_pos on (advancing ord_pos past dead ones:
@@ -399,16 +625,16 @@ int pw_oldest(struct pw *p, struct pw_run *out)
 	struct pw_hdr *h = p->h;
 	uint32_t pos;
 
-	if (!p->n || !h->nvol)
+	if (!p->n || !pw_vol(p))
 		return 0;
 	if (!h->ord_built || h->ord_stale || (h->ord_nlog && !take_log(p)) ||
 	    !first_live(p, &pos)) {
 		/* None yet, marks it could not follow, or used up (the
 		 * oldest ones only were kept) while words are volatile:
-		 * build afresh. */
+		 * build afresh.  None then: unmarked meanwhile, lock-free. */
 		build_order(p);
 		if (!first_live(p, &pos))
-			return -EIO;
+			return 0;
 	}
 	run_at(p, pos, out);
 	return 1;
@@ -507,6 +733,8 @@ int pw_check(const struct pw *p)
 			return -EIO;
 		cnt[w->state]++;
 	}
-	return cnt[RT_VOLATILE] == p->h->nvol &&
+	/* Exact while no lock-free change is under way (a check runs under
+	 * the lock; one that races them may fail: the caller's safe side). */
+	return (int64_t)cnt[RT_VOLATILE] == (int64_t)p->h->nvol + stripes_sum(p->h) &&
 	       cnt[RT_PURGED] == p->h->npurged ? 0 : -EIO;
 }

@@ -27,14 +27,26 @@
  * when those are used up, the next scan picks the next ones.  Purging is
  * rare, marking is hot.
  *
+ * Without the lock (where the machine has a 16-byte compare-and-swap): a
+ * mark or unmark of one page whose word is all there is to it - no tree
+ * range anywhere in the file (fast_off clear) - changes the word by one
+ * compare-and-swap and counts in a stripe of its thread's own: two threads
+ * on pages of one region write no line both write (pw_fast_mark,
+ * pw_fast_clear).  Everything else, and everything that may put a page in
+ * a range or copy the words away, runs under the lock, changes words only
+ * by compare-and-swap too, and raises fast_off first (pw_fast_off): a
+ * lock-free change that may have crossed it (fast_off seen raised after
+ * its swap) is redone under the lock.  The protocol and why INTACT holds:
+ * docs/design.md, "Page words".
+ *
  * Position independence: everything lives in an area at the end of the
  * tree's arena, addressed by page number; nothing here is a pointer.
  * Layout (area_bytes = PW_HDR_BYTES + 32 * npages):
- *   [words: npages x 16][order: npages x 16][header: 64]
+ *   [words: npages x 16][order: npages x 16][header: 64][stripes: 4 x 64]
  *
  * Untrusted content: page numbers read from the area are checked against
  * the locally trusted npages, loops are bounded by it, unknown states are
- * -EIO.  Locking is the caller's (the tree's lock).
+ * -EIO.  Locking is the caller's (the tree's lock) but for pw_fast_*.
  */
 #ifndef VRANGE_PAGE_WORDS_H
 #define VRANGE_PAGE_WORDS_H
@@ -43,7 +55,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PW_HDR_BYTES 64u
+#define PW_STRIPES 4u
+#define PW_HDR_BYTES (64u + 64u * PW_STRIPES)
 /* Marks of at most this many pages go to the words (larger ones to the
  * tree, where a range costs one node whatever its length). */
 #define PW_MAX_MARK 16u
@@ -73,7 +86,16 @@ struct pw_hdr {
 	uint32_t ord_stale;     /* 1: a word turned volatile unrecorded */
 	uint32_t ord_all;       /* 1: every volatile word had an entry; 0:
 				 * only the oldest PW_ORDER_MAX did */
-	uint32_t pad[4];
+	uint32_t fast_off;      /* 1: no lock-free changes (a range may
+				 * cover pages, the words are being copied) */
+	uint32_t pad[3];
+};
+
+/* Volatile words counted by lock-free changes of the threads that use it
+ * (nvol counts the locked ones): a line of its own each. */
+struct pw_stripe {
+	int64_t vol;
+	char pad[56];
 };
 
 /* This process's view; npages is trusted locally, never re-read. */
@@ -105,11 +127,37 @@ int pw_attach(struct pw *p, void *area, uint32_t npages);
  * (0 if no sane header is there): for readers that know only the size. */
 uint32_t pw_peek_npages(const void *area_end_hdr);
 
-/* Any word holding state? */
+/* Volatile words, locked and lock-free changes together (exact while no
+ * lock-free change is under way). */
+uint64_t pw_vol(const struct pw *p);
+/* The lock-free part alone, of the area whose header is at area_end_hdr
+ * (0 if no sane header is there): for readers of a copy of the header. */
+int64_t pw_peek_fast_vol(const void *area_end_hdr);
+
+/* Any word holding state?  (A lock-free mark under way may be missed:
+ * it is then ordered after the caller's operation.) */
 static inline bool pw_any(const struct pw *p)
 {
-	return p->n && (p->h->nvol | p->h->npurged);
+	return p->n && (p->h->npurged || pw_vol(p));
 }
+
+/*
+ * Lock-free, on page i of the area whose header is h (npages n, trusted
+ * locally; the words are found from the header, so a reader that loads
+ * one pointer sees one area).  1: done.  0: take the lock and do it
+ * there (lock-free changes are off, the word is purged or not volatile,
+ * or a change crossed a locked one: redo it).  pw_fast_clear's 1 means
+ * the page was volatile and never purged: VRANGE_INTACT.
+ */
+int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
+		 uint64_t seq);
+int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i);
+
+/* Under the lock: lock-free changes off, before anything that may put a
+ * page in a range or copies the words away; back on when no range is
+ * left (the caller knows). */
+void pw_fast_off(struct pw *p);
+void pw_fast_on(struct pw *p);
 
 /*
  * The operations, on pages [s, e) clipped to the words (e > npages is
@@ -126,6 +174,11 @@ int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 	    struct pw_delta *d);
 int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d);
 int pw_purge(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d);
+/* The purge of a run the order gave, before its pages are discarded:
+ * purges from s on while each word is still volatile, *stop where that
+ * ends (a lock-free unmark got there first: that page keeps its data). */
+int pw_purge_exact(struct pw *p, uint64_t s, uint64_t e, uint64_t *stop,
+		   struct pw_delta *d);
 int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 	       uint64_t seq, struct pw_delta *d);
 

@@ -1383,6 +1383,7 @@ static int tree_unpurge(struct rt_tree *t, uint64_t start, uint64_t end, int32_t
 
 static void to_range(const struct rt_node *n, struct rt_range *r)
 {
+	r->words = false;
 	r->start = n->start;
 	r->end = n->end;
 	r->seq = n->seq;
@@ -1522,6 +1523,10 @@ int rt_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
 		if (r < 0)
 			goto fail;
 	}
+	/* A range may cover words from here on: lock-free changes off
+	 * before any word is read (page_words.h). */
+	if (t->pw.n)
+		pw_fast_off(&t->pw);
 	if (pw_any(&t->pw) && (r = absorb(t, start, end)) < 0)
 		goto fail;
 	return tree_mark_volatile(t, start, end, prio, seq, newly);
@@ -1544,6 +1549,8 @@ int rt_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
 		r = pw_clear(&t->pw, start, end, &d);
 		add_delta(t, &d);
 	}
+	if (!r && t->pw.n && !t->hdr->root[ADDR])
+		pw_fast_on(&t->pw); /* no range left */
 	if (vol)
 		*vol = r ? 0 : tv + d.was_vol;
 	if (purged)
@@ -1558,7 +1565,7 @@ int rt_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
 	uint64_t n = 0;
 	int r = tree_mark_purged(t, start, end, &n);
 
-	if (!r && t->pw.n && t->pw.h->nvol) {
+	if (!r && t->pw.n && pw_vol(&t->pw)) {
 		r = pw_purge(&t->pw, start, end, &d);
 		add_delta(t, &d);
 	}
@@ -1661,7 +1668,7 @@ int rt_oldest(struct rt_tree *t, struct rt_range *out)
 		goto tree_only;
 	*out = (struct rt_range){ .start = run.start, .end = run.end,
 				  .seq = run.seq, .prio = run.prio,
-				  .state = RT_VOLATILE };
+				  .state = RT_VOLATILE, .words = true };
 	return 1;
 tree_only:
 	if (a == 1)
@@ -1767,7 +1774,7 @@ int rt_oldest_before(struct rt_tree *t, uint64_t max_seq, struct rt_range *out)
 		goto tree_only;
 	*out = (struct rt_range){ .start = run.start, .end = run.end,
 				  .seq = run.seq, .prio = run.prio,
-				  .state = RT_VOLATILE };
+				  .state = RT_VOLATILE, .words = true };
 	return 1;
 tree_only:
 	if (a == 1)
@@ -1777,7 +1784,32 @@ tree_only:
 
 uint64_t rt_volatile_pages(const struct rt_tree *t)
 {
-	return t->hdr->vol_pages;
+	uint64_t v = t->hdr->vol_pages;
+	int64_t fast = t->pw.n ? pw_peek_fast_vol(t->pw.h) : 0;
+
+	if (fast < 0)
+		return (uint64_t)-fast < v ? v - (uint64_t)-fast : 0;
+	return v + (uint64_t)fast;
+}
+
+int rt_purge_exact(struct rt_tree *t, const struct rt_range *r, uint64_t *stop)
+{
+	struct pw_delta d = { 0 };
+	int err;
+
+	if (!r->words) {
+		*stop = r->end;
+		return rt_mark_purged(t, r->start, r->end, NULL);
+	}
+	err = pw_purge_exact(&t->pw, r->start, r->end, stop, &d);
+	add_delta(t, &d);
+	return err;
+}
+
+void rt_fast_off(struct rt_tree *t)
+{
+	if (t->pw.n)
+		pw_fast_off(&t->pw);
 }
 
 uint64_t rt_purged_pages(const struct rt_tree *t)

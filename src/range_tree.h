@@ -51,6 +51,7 @@ struct rt_range {
 	uint64_t seq;        /* mark order (RT_VOLATILE only) */
 	int32_t prio;        /* priority (RT_VOLATILE only) */
 	enum rt_state state;
+	bool words;          /* rt_oldest*: a run of page words (page_words.h) */
 };
 
 struct rt_hdr;  /* lives at the start of the arena; opaque here */
@@ -162,6 +163,17 @@ int rt_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
 
 /* Totals kept in the header, O(1). */
 uint64_t rt_volatile_pages(const struct rt_tree *t); /* RT_VOLATILE */
+/*
+ * Record the range rt_oldest_before() just gave RT_PURGED, before its
+ * pages are discarded: *stop is where what was recorded ends.  A range of
+ * the tree is recorded whole; a run of page words only as far as each
+ * word is still volatile (a lock-free unmark may have come first: that
+ * page and the rest keep their data).  0 or -EIO.
+ */
+int rt_purge_exact(struct rt_tree *t, const struct rt_range *r, uint64_t *stop);
+/* The page words' lock-free changes off / on (page_words.h): off before
+ * the state is copied away or reset; a tree operation does it itself. */
+void rt_fast_off(struct rt_tree *t);
 uint64_t rt_purged_pages(const struct rt_tree *t);   /* RT_PURGED */
 uint32_t rt_nranges(const struct rt_tree *t);
 

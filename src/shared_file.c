@@ -824,6 +824,10 @@ int vshared_move(struct vshared *s, struct rt_tree *tree, struct shared_lock **o
 
 	if (!s->pooled)
 		return -EINVAL;
+	/* No lock-free change may land in the slot after the copy read it
+	 * (page_words.h): those under way are redone under the lock, which
+	 * then leads to the new state. */
+	rt_fast_off(tree);
 	ns.meta_fd = create_meta(s->user_size, 0);
 	if (ns.meta_fd < 0)
 		return ns.meta_fd;

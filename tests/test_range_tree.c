@@ -955,7 +955,10 @@ static bool dcompare(const struct rt_tree *t, const struct dmodel *m,
 
 /* paged: the tree of a library file, small marks in page words; ranges
  * are then not coalesced across the two, so only pages are compared. */
-static void differential(uint64_t seed, uint64_t steps, bool paged)
+/* words: a page cache's load on a paged tree - marks of up to 16 pages,
+ * a rare sweep into the tree, everything cleared every 500 steps - so the
+ * tree is mostly empty and single pages go lock-free. */
+static void differential(uint64_t seed, uint64_t steps, bool paged, bool words)
 {
 	size_t bytes = paged ? rt_arena_bytes_paged(2 * DPAGES, DPAGES)
 			     : rt_arena_bytes(2 * DPAGES);
@@ -964,7 +967,7 @@ static void differential(uint64_t seed, uint64_t steps, bool paged)
 	struct rt_tree t;
 	uint64_t rng = seed;
 	struct timespec t0, t1;
-	uint64_t sum_ranges = 0;
+	uint64_t sum_ranges = 0, nfast = 0;
 	uint32_t max_ranges = 0;
 
 	ck_assert_ptr_nonnull(m);
@@ -989,6 +992,7 @@ static void differential(uint64_t seed, uint64_t steps, bool paged)
 		uint64_t res[2], mres[2], v, p, mv, mp;
 		struct rt_range r, mr;
 		bool full = step < 10000 || step % 1000 == 0 || step + 1 == steps;
+		bool fast;
 		int rc, ro;
 
 		/* Mostly short ops so that many ranges build up; now and
@@ -999,15 +1003,42 @@ static void differential(uint64_t seed, uint64_t steps, bool paged)
 		      : sel < 850 ? 1 + (uint32_t)rng_below(&rng, 8)
 		      : sel < 997 ? 1 + (uint32_t)rng_below(&rng, 128)
 				  : 1 + (uint32_t)rng_below(&rng, DPAGES);
+		if (words) {
+			len = sel < 20 ? 0 : sel < 500 ? 1
+				: sel < 999 ? 1 + (uint32_t)rng_below(&rng, 16)
+				: 17 + (uint32_t)rng_below(&rng, 64);
+			if (step % 500 == 499) {
+				kind = K_CLEAR;
+				lo = 0;
+				len = DPAGES;
+			}
+		}
 		hi = lo + len > DPAGES ? DPAGES : lo + len;
 
+		/* Half the single-page marks and unmarks of the paged tree
+		 * go the lock-free way first (page_words.h), as a region's
+		 * do: 0 there means "do it under the lock". */
+		fast = paged && hi - lo == 1 && (sel & 1);
 		switch (kind) {
 		case K_VOL:
-			rc = rt_mark_volatile(&t, lo, hi, prios[pi], seq, &res[0]);
+			if (fast && pw_fast_mark(t.pw.h, t.pw.n, lo, prios[pi], seq) == 1) {
+				rc = 0;
+				nfast++;
+				res[0] = m->st[lo] == 0; /* newly: the states are checked below */
+			} else {
+				rc = rt_mark_volatile(&t, lo, hi, prios[pi], seq, &res[0]);
+			}
 			res[1] = 0;
 			break;
 		case K_CLEAR:
-			rc = rt_clear(&t, lo, hi, &res[0], &res[1]);
+			if (fast && pw_fast_clear(t.pw.h, t.pw.n, lo) == 1) {
+				rc = 0;
+				nfast++;
+				res[0] = 1; /* it was volatile: the model must agree */
+				res[1] = 0;
+			} else {
+				rc = rt_clear(&t, lo, hi, &res[0], &res[1]);
+			}
 			break;
 		case K_PURGE:
 			rc = rt_mark_purged(&t, lo, hi, &res[0]);
@@ -1083,11 +1114,12 @@ static void differential(uint64_t seed, uint64_t steps, bool paged)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	fprintf(stderr, "range_tree differential%s: seed %" PRIu64 ", %" PRIu64
-		" steps, %.2f s, ranges: %" PRIu64 " on average, %u at most\n",
-		paged ? " (page words)" : "", seed, steps,
+		" steps, %.2f s, ranges: %" PRIu64 " on average, %u at most, "
+		"%" PRIu64 " lock-free\n",
+		words ? " (page words, mostly)" : paged ? " (page words)" : "", seed, steps,
 		(double)(t1.tv_sec - t0.tv_sec) +
 			(double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
-		sum_ranges / steps, max_ranges);
+		sum_ranges / steps, max_ranges, nfast);
 	for (int i = 0; i < NPRIO; i++)
 		free(m->q[i]);
 	free(m->minpage);
@@ -1099,14 +1131,85 @@ static void differential(uint64_t seed, uint64_t steps, bool paged)
 START_TEST(test_differential)
 {
 	differential(seed_from_env(20240601), test_quick() ? 150000 : 1000000,
-		     false);
+		     false, false);
 }
 END_TEST
 
 START_TEST(test_differential_paged)
 {
 	differential(seed_from_env(20240602), test_quick() ? 100000 : 400000,
-		     true);
+		     true, false);
+	differential(seed_from_env(20240603), test_quick() ? 20000 : 60000,
+		     true, true);
+}
+END_TEST
+
+/*
+ * The lock-free single-page operations (page_words.h): they change a word
+ * and count it where the word is all there is, say "take the lock" where
+ * a range exists anywhere in the file (until the tree is empty again), on
+ * a purged page and for an unmark of a page not volatile; and a purge of
+ * a run the order gave records only as far as each word is still volatile
+ * (a lock-free unmark that came first keeps its page).
+ */
+START_TEST(test_paged_lock_free)
+{
+	enum { NP = 64 };
+	size_t bytes = rt_arena_bytes_paged(NP + 16, NP);
+	void *arena = arena_new(bytes);
+	struct rt_tree t;
+	struct rt_range r;
+	uint64_t v, p, stop;
+
+	ck_assert_int_eq(rt_format_paged(&t, arena, bytes, NP), 0);
+	if (pw_fast_mark(t.pw.h, t.pw.n, 5, 0, 10) == 0) {
+		fprintf(stderr, "SKIP: no 16-byte compare-and-swap here\n");
+		free(arena);
+		return;
+	}
+	ck_assert_uint_eq(rt_volatile_pages(&t), 1);
+	ck_assert_int_eq(rt_count(&t, 5, 6, &v, &p), 0);
+	ck_assert_uint_eq(v, 1);
+	ck_assert_int_eq(pw_fast_mark(t.pw.h, t.pw.n, NP, 0, 11), 0); /* outside */
+	ck_assert_int_eq(pw_fast_clear(t.pw.h, t.pw.n, 6), 0); /* not volatile */
+	ck_assert_int_eq(pw_fast_clear(t.pw.h, t.pw.n, 5), 1);
+	ck_assert_uint_eq(rt_volatile_pages(&t), 0);
+	ck_assert_int_eq(rt_check(&t), 0);
+
+	/* A purged page stays for the lock: mark keeps it, unmark reports. */
+	ck_assert_int_eq(pw_fast_mark(t.pw.h, t.pw.n, 7, 0, 12), 1);
+	ck_assert_int_eq(rt_mark_purged(&t, 7, 8, NULL), 0);
+	ck_assert_int_eq(pw_fast_mark(t.pw.h, t.pw.n, 7, 0, 13), 0);
+	ck_assert_int_eq(pw_fast_clear(t.pw.h, t.pw.n, 7), 0);
+	ck_assert_int_eq(rt_clear(&t, 7, 8, &v, &p), 0);
+	ck_assert_uint_eq(p, 1);
+
+	/* A range anywhere: every lock-free call declines, changing nothing. */
+	ck_assert_int_eq(rt_mark_volatile(&t, 40, 60, 0, 20, NULL), 0);
+	ck_assert_int_eq(pw_fast_mark(t.pw.h, t.pw.n, 2, 0, 21), 0);
+	ck_assert_int_eq(rt_count(&t, 2, 3, &v, &p), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(rt_clear(&t, 40, 60, NULL, NULL), 0);
+	ck_assert_int_eq(pw_fast_mark(t.pw.h, t.pw.n, 2, 0, 22), 1);
+
+	/* Three neighbours of one age: one run.  The middle one is unmarked
+	 * lock-free after the order named the run: the purge stops there. */
+	ck_assert_int_eq(rt_clear(&t, 0, NP, NULL, NULL), 0);
+	ck_assert_int_eq(rt_mark_volatile(&t, 3, 6, 0, 30, NULL), 0);
+	ck_assert_int_eq(rt_oldest(&t, &r), 1);
+	ck_assert(r.words && r.start == 3 && r.end == 6);
+	ck_assert_int_eq(pw_fast_clear(t.pw.h, t.pw.n, 4), 1);
+	ck_assert_int_eq(rt_purge_exact(&t, &r, &stop), 0);
+	ck_assert_uint_eq(stop, 4);
+	ck_assert_int_eq(rt_count(&t, 3, 6, &v, &p), 0);
+	ck_assert_uint_eq(v, 1); /* page 5 */
+	ck_assert_uint_eq(p, 1); /* page 3 */
+	/* A lock-free mark joins the purge order (the order was built). */
+	ck_assert_int_eq(pw_fast_mark(t.pw.h, t.pw.n, 9, -1, 31), 1);
+	ck_assert_int_eq(rt_oldest(&t, &r), 1);
+	ck_assert_uint_eq(r.start, 9);
+	ck_assert_int_eq(rt_check(&t), 0);
+	free(arena);
 }
 END_TEST
 
@@ -1528,6 +1631,7 @@ Suite *test_suite(void)
 	tc = tcase_create("differential");
 	tcase_add_test(tc, test_differential);
 	tcase_add_test(tc, test_differential_paged);
+	tcase_add_test(tc, test_paged_lock_free);
 	tcase_add_test(tc, test_paged_drain);
 	tcase_add_test(tc, test_paged_drain_large);
 	tcase_add_test(tc, test_paged_oldest_before);

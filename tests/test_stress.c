@@ -37,7 +37,7 @@
 
 #include "test_main.h"
 
-enum { NWORKERS = 3, SMALL_SLICES = 10 };
+enum { NWORKERS = 3, SMALL_SLICES = 10, MAX_SLICES = 32 };
 
 static size_t ps;
 
@@ -59,6 +59,7 @@ struct world {
 	unsigned char *fmap;
 	size_t fsize;
 	atomic_bool stop;
+	atomic_bool fd_ok;      /* the regions' fds may be handed out */
 	atomic_ulong cycles, intact, purged, violations, torn, purged_pages;
 	atomic_ulong purge_calls, purge_bytes, churns;
 };
@@ -144,6 +145,8 @@ static int do_mark(struct slice *s, bool vol, uint64_t *rs)
 	}
 	if (s->kind == K_MEMFD)
 		which = 2;
+	else if (which == 2 && !atomic_load(&W.fd_ok))
+		which = 0;
 	r = s->kind == K_MEMFD ? NULL : W.r[s->kind];
 	switch (which) {
 	case 0:
@@ -167,7 +170,7 @@ static int do_mark(struct slice *s, bool vol, uint64_t *rs)
 
 struct worker {
 	int id;
-	struct slice sl[SMALL_SLICES + 1];
+	struct slice sl[MAX_SLICES];
 	int nsl;
 };
 
@@ -329,6 +332,7 @@ START_TEST(stress_intact_means_intact)
 
 	ps = (size_t)sysconf(_SC_PAGESIZE);
 	memset(&W, 0, sizeof(W));
+	W.fd_ok = true;
 	for (int i = 0; i < NWORKERS; i++) {
 		wk[i].id = i;
 		layout(&wk[i], next_off);
@@ -398,6 +402,84 @@ START_TEST(stress_intact_means_intact)
 }
 END_TEST
 
+/*
+ * A page cache's load on one region whose state starts in this process's
+ * pool: three threads fetch and release single pages of their own (the
+ * lock-free path, page_words.h) while a fourth marks and unmarks runs of
+ * 24 and 40 pages (ranges in the tree: the lock-free path turns off and,
+ * once they are cleared, on again), the purger discards, and halfway the
+ * region's fd is handed out (its state moves under the marking threads).
+ * The same promise: INTACT pages hold what was written.
+ */
+START_TEST(stress_single_pages)
+{
+	enum { PAGES_EACH = MAX_SLICES };
+	static struct worker wk[NWORKERS + 1];
+	pthread_t th[NWORKERS + 1], purger;
+	double secs = test_quick() ? 2.0 : 6.0, t0;
+	size_t npages = NWORKERS * PAGES_EACH + 64, next = 0;
+	unsigned char *base;
+	struct vrange_stats st;
+	bool moved = false;
+
+	ps = (size_t)sysconf(_SC_PAGESIZE);
+	memset(&W, 0, sizeof(W));
+	ck_assert_int_eq(vrange_region_create("pages", npages * ps, 0, &W.r[0]), 0);
+	W.r[1] = W.r[0];
+	base = vrange_region_base(W.r[0]);
+	for (int i = 0; i <= NWORKERS; i++) {
+		bool spoiler = i == NWORKERS;
+
+		wk[i].id = i;
+		wk[i].nsl = spoiler ? 2 : PAGES_EACH;
+		for (int j = 0; j < wk[i].nsl; j++) {
+			struct slice *s = &wk[i].sl[j];
+
+			memset(s, 0, sizeof(*s));
+			s->kind = K_REGION0;
+			s->off = next;
+			s->len = (spoiler ? (j ? 40 : 24) : 1) * ps;
+			s->addr = base + next;
+			next += s->len;
+		}
+	}
+	ck_assert_uint_le(next, npages * ps);
+
+	t0 = now_s();
+	for (int i = 0; i <= NWORKERS; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &wk[i]), 0);
+	ck_assert_int_eq(pthread_create(&purger, NULL, purger_main, NULL), 0);
+	while (now_s() - t0 < secs && atomic_load(&W.violations) == 0) {
+		usleep(50000);
+		if (!moved && now_s() - t0 >= secs / 2) {
+			ck_assert_int_ge(vrange_region_fd(W.r[0]), 0);
+			atomic_store(&W.fd_ok, true);
+			moved = true;
+		}
+	}
+	atomic_store(&W.stop, true);
+	for (int i = 0; i <= NWORKERS; i++)
+		pthread_join(th[i], NULL);
+	pthread_join(purger, NULL);
+
+	ck_assert_int_eq(vrange_get_stats(&st), 0);
+	printf("stress, single pages: %.1f s: cycles %lu, intact %lu, purged %lu "
+	       "(pages %lu), violations %lu; purge calls %lu freeing %lu MiB\n",
+	       now_s() - t0, atomic_load(&W.cycles), atomic_load(&W.intact),
+	       atomic_load(&W.purged), atomic_load(&W.purged_pages),
+	       atomic_load(&W.violations), atomic_load(&W.purge_calls),
+	       atomic_load(&W.purge_bytes) >> 20);
+	fflush(stdout);
+	ck_assert_uint_eq(atomic_load(&W.violations), 0);
+	ck_assert(moved);
+	ck_assert_uint_gt(atomic_load(&W.intact), 0);
+	ck_assert_uint_gt(atomic_load(&W.purged), 0);
+	ck_assert_uint_eq(st.volatile_bytes, 0);
+	ck_assert_uint_eq(st.purged_bytes, 0);
+	vrange_region_destroy(W.r[0]);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("stress");
@@ -405,6 +487,7 @@ Suite *test_suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, stress_intact_means_intact);
+	tcase_add_test(tc, stress_single_pages);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -108,6 +108,24 @@ static bool read_exact(int fd, void *buf, size_t n, off_t off)
 	return true;
 }
 
+/* A library file's page words count some volatile pages in stripes at the
+ * arena's end (page_words.h), which the header copy does not hold. */
+static void add_fast_vol(int sfd, off_t at, uint64_t arena, struct vc_object *o)
+{
+	unsigned char tail[PW_HDR_BYTES];
+	int64_t fast;
+
+	if (arena < 2 * PW_HDR_BYTES ||
+	    !read_exact(sfd, tail, sizeof(tail), at + (off_t)(arena - PW_HDR_BYTES)) ||
+	    pw_area_bytes(pw_peek_npages(tail)) > arena)
+		return;
+	fast = pw_peek_fast_vol(tail);
+	if (fast < 0)
+		o->vol_pages = (uint64_t)-fast < o->vol_pages ? o->vol_pages - (uint64_t)-fast : 0;
+	else
+		o->vol_pages += (uint64_t)fast;
+}
+
 static bool pub_hdr_ok(const struct pub_hdr *h, pid_t pid)
 {
 	return !memcmp(h->magic, PUB_MAGIC, sizeof(PUB_MAGIC)) &&
@@ -387,8 +405,10 @@ static void read_state(pid_t pid, struct vc_object *o, enum vc_depth depth)
 	if (depth == VC_TOTALS && !(o->pf.flags & PUB_ANON)) {
 		memset(hdr, 0, sizeof(hdr));
 		if (read_exact(sfd, hdr, sizeof(hdr), at) &&
-		    rt_peek_totals(hdr, arena, &o->vol_pages, &o->purged_pages) == 0)
+		    rt_peek_totals(hdr, arena, &o->vol_pages, &o->purged_pages) == 0) {
 			o->readable = true;
+			add_fast_vol(sfd, at, arena, o);
+		}
 		goto out;
 	}
 	o->readable = read_tree(sfd, arena, at, o, depth) == 0;
