@@ -140,6 +140,17 @@ void pw_fast_on(struct pw *p)
 		__atomic_store_n(&p->h->fast_off, 0, __ATOMIC_RELEASE);
 }
 
+#ifdef PW_TEST_HOOKS
+void (*pw_test_hook)(int where);
+#define TEST_HOOK(where)                       \
+	do {                                   \
+		if (pw_test_hook)              \
+			pw_test_hook(where);   \
+	} while (0)
+#else
+#define TEST_HOOK(where) do { } while (0)
+#endif
+
 #if PW_LOCK_FREE
 static __thread unsigned int my_stripe
 	__attribute__((tls_model("initial-exec"))) = UINT_MAX;
@@ -201,12 +212,14 @@ int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
 			return 0; /* purged (stays so) or garbage: the lock */
 		if (!old.state)
 			count_fast(h, 1);
+		TEST_HOOK(PW_BEFORE_SWAP);
 		if (word_cas(w, old, nw))
 			break;
 		if (!old.state)
 			count_fast(h, -1);
 	}
 	note_unordered(h);
+	TEST_HOOK(PW_AFTER_SWAP);
 	return !fast_is_off(h);
 #else
 	(void)h, (void)n, (void)i, (void)prio, (void)seq;
@@ -226,8 +239,10 @@ int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i)
 		old = word_read(w);
 		if (old.state != RT_VOLATILE)
 			return 0; /* purged: the lock unpoisons and says so */
+		TEST_HOOK(PW_BEFORE_SWAP);
 	} while (!word_cas(w, old, (struct pw_word){ 0 }));
 	count_fast(h, -1);
+	TEST_HOOK(PW_AFTER_SWAP);
 	return !fast_is_off(h);
 #else
 	(void)h, (void)n, (void)i;

@@ -153,6 +153,15 @@ int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
 		 uint64_t seq);
 int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i);
 
+#ifdef PW_TEST_HOOKS
+/* Tests only (tests/test_page_words_race.c): called inside pw_fast_mark
+ * and pw_fast_clear between their first look at fast_off and the swap
+ * (PW_BEFORE_SWAP) and between the swap and the second look
+ * (PW_AFTER_SWAP), so a test can put a holder's steps exactly there. */
+enum { PW_BEFORE_SWAP, PW_AFTER_SWAP };
+extern void (*pw_test_hook)(int where);
+#endif
+
 /* Under the lock: lock-free changes off, before anything that may put a
  * page in a range or copies the words away; back on when no range is
  * left (the caller knows). */

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_page_words_race.c - the lock-free page-word calls against a holder
+ * whose steps land exactly between their two looks at fast_off
+ * (page_words.h).  Built with its own copy of page_words.c and
+ * -DPW_TEST_HOOKS: the hook runs the "other thread" at a chosen point.
+ *
+ *  - a holder that raises fast_off and reads the word (absorb into a
+ *    range, the copy of a move) before the swap: the call must say
+ *    "redo under the lock", the word it read being stale;
+ *  - the same raised just after the swap: also a redo;
+ *  - a purge recording the page before an unmark's swap: the unmark
+ *    fails over to the lock (which reports PURGED), the word stays purged;
+ *  - an unmark by another thread before a mark's swap: the mark retries
+ *    on the fresh word and the count stays exact.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "page_words.h"
+#include "range_tree.h"
+#include "test_main.h"
+
+enum { NP = 64, PAGE = 9 };
+
+static struct pw P;
+static void *area;
+static int step; /* what the hook does next; 0: nothing */
+
+static void setup(void)
+{
+	size_t bytes = pw_area_bytes(NP);
+
+	area = aligned_alloc(64, bytes);
+	ck_assert_ptr_nonnull(area);
+	memset(area, 0, bytes);
+	pw_format(&P, area, NP);
+	pw_test_hook = NULL;
+	step = 0;
+}
+
+static void teardown(void)
+{
+	pw_test_hook = NULL;
+	free(area);
+}
+
+static bool lock_free_here(void)
+{
+	if (pw_fast_mark(P.h, NP, 0, 0, 1) == 1) {
+		ck_assert_int_eq(pw_fast_clear(P.h, NP, 0), 1);
+		return true;
+	}
+	fprintf(stderr, "SKIP: no 16-byte compare-and-swap here\n");
+	return false;
+}
+
+static uint32_t state_of(uint64_t i)
+{
+	struct pw_run run;
+
+	return pw_next_run(&P, i, i + 1, &run) == 1 ? run.state : 0;
+}
+
+enum { RAISE_AND_READ = 1, PURGE_IT, UNMARK_IT };
+
+/* The other thread's steps, once, at the point `at` names. */
+static int at;
+static uint32_t seen;
+
+static void other(int where)
+{
+	int what = step;
+	uint64_t stop;
+	struct pw_delta d = { 0 };
+
+	if (where != at || !what)
+		return;
+	step = 0; /* once: the hook runs again when the caller retries */
+	switch (what) {
+	case RAISE_AND_READ:
+		pw_fast_off(&P);
+		seen = state_of(PAGE);
+		break;
+	case PURGE_IT:
+		ck_assert_int_eq(pw_purge_exact(&P, PAGE, PAGE + 1, &stop, &d), 0);
+		ck_assert_uint_eq(stop, PAGE + 1);
+		break;
+	case UNMARK_IT:
+		ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 1);
+		break;
+	}
+}
+
+static void arm(int what, int where)
+{
+	step = what;
+	at = where;
+	pw_test_hook = other;
+}
+
+START_TEST(holder_reads_before_the_swap)
+{
+	if (!lock_free_here())
+		return;
+	arm(RAISE_AND_READ, PW_BEFORE_SWAP);
+	/* The holder saw no state there and would cover the page with a
+	 * range: the mark that lands after it must be redone. */
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 0);
+	ck_assert_uint_eq(seen, 0);
+	ck_assert_uint_eq(state_of(PAGE), RT_VOLATILE);
+	/* From now on nothing goes lock-free, until the holder lowers it. */
+	pw_test_hook = NULL;
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 0);
+	pw_fast_on(&P);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 1);
+	ck_assert_uint_eq(pw_vol(&P), 0);
+}
+END_TEST
+
+START_TEST(raised_right_after_the_swap)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	arm(RAISE_AND_READ, PW_AFTER_SWAP);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 0);
+	arm(RAISE_AND_READ, PW_AFTER_SWAP);
+	pw_fast_on(&P);
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 3), 0);
+}
+END_TEST
+
+START_TEST(purge_records_before_the_unmark)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	arm(PURGE_IT, PW_BEFORE_SWAP);
+	/* The purge's swap came first: the unmark must not say INTACT. */
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 0);
+	ck_assert_uint_eq(state_of(PAGE), RT_PURGED);
+	ck_assert_uint_eq(pw_vol(&P), 0);
+	ck_assert_uint_eq(P.h->npurged, 1);
+	/* And a mark leaves a purged page to the lock. */
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 3), 0);
+	ck_assert_uint_eq(state_of(PAGE), RT_PURGED);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+START_TEST(unmark_before_a_mark_swap)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	arm(UNMARK_IT, PW_BEFORE_SWAP);
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 3), 1);
+	ck_assert_uint_eq(state_of(PAGE), RT_VOLATILE);
+	ck_assert_uint_eq(pw_vol(&P), 1);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+Suite *test_suite(void)
+{
+	Suite *s = suite_create("page-words-race");
+	TCase *tc = tcase_create("race");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, holder_reads_before_the_swap);
+	tcase_add_test(tc, raised_right_after_the_swap);
+	tcase_add_test(tc, purge_records_before_the_unmark);
+	tcase_add_test(tc, unmark_before_a_mark_swap);
+	suite_add_tcase(s, tc);
+	return s;
+}
