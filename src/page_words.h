@@ -134,6 +134,14 @@ uint64_t pw_vol(const struct pw *p);
  * (0 if no sane header is there): for readers of a copy of the header. */
 int64_t pw_peek_fast_vol(const void *area_end_hdr);
 
+/* v + delta, never below 0 (a total and the stripes' signed part). */
+static inline uint64_t pw_plus(uint64_t v, int64_t delta)
+{
+	if (delta < 0)
+		return (uint64_t)-delta < v ? v - (uint64_t)-delta : 0;
+	return v + (uint64_t)delta;
+}
+
 /* Any word holding state?  (A lock-free mark under way may be missed:
  * it is then ordered after the caller's operation.) */
 static inline bool pw_any(const struct pw *p)

@@ -1784,12 +1784,7 @@ tree_only:
 
 uint64_t rt_volatile_pages(const struct rt_tree *t)
 {
-	uint64_t v = t->hdr->vol_pages;
-	int64_t fast = t->pw.n ? pw_peek_fast_vol(t->pw.h) : 0;
-
-	if (fast < 0)
-		return (uint64_t)-fast < v ? v - (uint64_t)-fast : 0;
-	return v + (uint64_t)fast;
+	return pw_plus(t->hdr->vol_pages, t->pw.n ? pw_peek_fast_vol(t->pw.h) : 0);
 }
 
 int rt_purge_exact(struct rt_tree *t, const struct rt_range *r, uint64_t *stop)

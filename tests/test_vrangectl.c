@@ -258,6 +258,11 @@ static void test_exact_figures(void)
 	cmd(&a, "file 128");
 	cmd(&b, "region gamma 2048 zero");
 	cmd(&b, "mark 0 0 512");
+	/* Single pages of a region with no range: marked without the lock,
+	 * counted in the page words' stripes (page_words.h). */
+	cmd(&b, "region delta 64 zero");
+	cmd(&b, "mark 1 3 1");
+	cmd(&b, "mark 1 7 1");
 	/* Some purged bytes too: purge b's region through the tool. */
 	list = run_json(20, NULL, "purge", "--pid", pids(0, b.pid), "--bytes=1M", "--json", NULL);
 	CHECK(list && jget(list, "freed_bytes") == 1u << 20, "purge --bytes 1M freed %llu",

@@ -113,17 +113,11 @@ static bool read_exact(int fd, void *buf, size_t n, off_t off)
 static void add_fast_vol(int sfd, off_t at, uint64_t arena, struct vc_object *o)
 {
 	unsigned char tail[PW_HDR_BYTES];
-	int64_t fast;
 
-	if (arena < 2 * PW_HDR_BYTES ||
-	    !read_exact(sfd, tail, sizeof(tail), at + (off_t)(arena - PW_HDR_BYTES)) ||
-	    pw_area_bytes(pw_peek_npages(tail)) > arena)
-		return;
-	fast = pw_peek_fast_vol(tail);
-	if (fast < 0)
-		o->vol_pages = (uint64_t)-fast < o->vol_pages ? o->vol_pages - (uint64_t)-fast : 0;
-	else
-		o->vol_pages += (uint64_t)fast;
+	if (arena >= 2 * PW_HDR_BYTES &&
+	    read_exact(sfd, tail, sizeof(tail), at + (off_t)(arena - PW_HDR_BYTES)) &&
+	    pw_area_bytes(pw_peek_npages(tail)) <= arena)
+		o->vol_pages = pw_plus(o->vol_pages, pw_peek_fast_vol(tail));
 }
 
 static bool pub_hdr_ok(const struct pub_hdr *h, pid_t pid)
