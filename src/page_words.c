@@ -733,6 +733,28 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
 	return h->ord_all ? 0 : scan_before(p, max_seq, out);
 }
 
+int pw_recount(struct pw *p, int64_t *dvol, int64_t *dpurged)
+{
+	uint64_t cnt[3] = { 0, 0, 0 };
+	int64_t nvol;
+
+	for (uint32_t i = 0; i < p->n; i++) {
+		uint32_t st = word_read(&p->w[i]).state;
+
+		if (bad_state(st))
+			return -EIO;
+		cnt[st]++;
+	}
+	/* nvol may be below 0 (a page marked lock-free, cleared under the
+	 * lock): it is only ever read summed with the stripes. */
+	nvol = (int64_t)cnt[RT_VOLATILE] - stripes_sum(p->h);
+	*dvol = nvol - (int64_t)p->h->nvol;
+	*dpurged = (int64_t)cnt[RT_PURGED] - (int64_t)p->h->npurged;
+	p->h->nvol = (uint64_t)nvol;
+	p->h->npurged = cnt[RT_PURGED];
+	return 0;
+}
+
 int pw_check(const struct pw *p)
 {
 	uint64_t cnt[3] = { 0, 0, 0 };

@@ -212,6 +212,13 @@ int pw_oldest(struct pw *p, struct pw_run *out);
  * the words when the order holds only the oldest and none of them. */
 int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out);
 
+/* After a holder died (the lock taken over): the counts made to agree
+ * with the words again - a thread killed inside a lock-free call leaves
+ * its stripe a page off, a holder killed inside a loop its counts - and
+ * the change returned for the tree's totals.  0 or -EIO (a word holds
+ * garbage).  O(npages). */
+int pw_recount(struct pw *p, int64_t *dvol, int64_t *dpurged);
+
 /* Counters and states check out: 0 or -EIO.  O(npages). */
 int pw_check(const struct pw *p);
 

@@ -1801,6 +1801,16 @@ int rt_purge_exact(struct rt_tree *t, const struct rt_range *r, uint64_t *stop)
 	return err;
 }
 
+void rt_recount_words(struct rt_tree *t)
+{
+	int64_t dvol, dpurged;
+
+	if (!t->pw.n || !hdr_sane(t) || pw_recount(&t->pw, &dvol, &dpurged) < 0)
+		return;
+	t->hdr->vol_pages += (uint64_t)dvol;
+	t->hdr->purged_pages += (uint64_t)dpurged;
+}
+
 void rt_fast_off(struct rt_tree *t)
 {
 	if (t->pw.n)

@@ -171,6 +171,9 @@ uint64_t rt_volatile_pages(const struct rt_tree *t); /* RT_VOLATILE */
  * page and the rest keep their data).  0 or -EIO.
  */
 int rt_purge_exact(struct rt_tree *t, const struct rt_range *r, uint64_t *stop);
+/* After a holder died, before rt_check(): the page words' counts made to
+ * agree with the words (page_words.h, pw_recount), and the totals. */
+void rt_recount_words(struct rt_tree *t);
 /* The page words' lock-free changes off / on (page_words.h): off before
  * the state is copied away or reset; a tree operation does it itself. */
 void rt_fast_off(struct rt_tree *t);

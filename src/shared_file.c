@@ -689,6 +689,10 @@ static int recover(struct vshared *s, struct rt_tree *tree)
 		pages = *s->max_page < MAX_PAGE_BOUND ? *s->max_page : MAX_PAGE_BOUND;
 		*s->max_page = pages;
 	}
+	/* Counts off only (a kill inside a lock-free call or a loop) are
+	 * repaired; a torn tree or a page both in a word and a range is not. */
+	if (tree->hdr)
+		rt_recount_words(tree);
 	if (tree->hdr && rt_check(tree) == 0)
 		return 0;
 	vr_debug("shared state torn by a dead process: reset to purged");
