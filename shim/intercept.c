@@ -117,6 +117,8 @@ static void do_init(void)
 	RESOLVE(shim_real.fallocate, "fallocate");
 	RESOLVE(shim_real.recvmsg, "recvmsg");
 	RESOLVE(shim_real.sendmsg, "sendmsg");
+	RESOLVE(shim_real.recvmmsg, "recvmmsg");
+	RESOLVE(shim_real.sendmmsg, "sendmmsg");
 	RESOLVE(real_fstat64, "fstat64");
 	RESOLVE(real_stat64, "stat64");
 	RESOLVE(real_lstat64, "lstat64");
@@ -827,54 +829,13 @@ void closefrom(int low)
 		shim_real.closefrom(low);
 }
 
-/*
- * An ashmem fd about to leave over a socket: its state must be where the
- * receiver finds it (an area's state is private until then).  sendmmsg
- * is not intercepted (recvmmsg is not either).
- */
-ssize_t sendmsg(int sock, const struct msghdr *msg, int flags)
+/* Each descriptor a message carries (SCM_RIGHTS). */
+static void each_passed_fd(const struct msghdr *msg, void (*fn)(int fd))
 {
-	shim_init();
-	if (msg && msg->msg_control && msg->msg_controllen) {
-		int saved = errno;
-
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c;
-		     c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
-			size_t n;
-
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-			    c->cmsg_len < CMSG_LEN(0))
-				continue;
-			n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < n; i++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-				if (fd >= 0 && shim_fd_entry(fd))
-					ash_escape_fd(fd);
-			}
-		}
-		errno = saved;
-	}
-	return CALL_REAL(shim_real.sendmsg, -1, sock, msg, flags);
-}
-
-/*
- * An ashmem fd that arrives over a socket is an area this process now
- * holds: take it on at once, so that its state lives on here (a holder of
- * the shared state) even if the sender exits before this process uses it.
- */
-ssize_t recvmsg(int sock, struct msghdr *msg, int flags)
-{
-	ssize_t r;
-
-	shim_init();
-	r = CALL_REAL(shim_real.recvmsg, -1, sock, msg, flags);
-	if (r < 0 || !msg || !msg->msg_control || msg->msg_controllen == 0)
-		return r;
-	int saved = errno;
-
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+	if (!msg || !msg->msg_control || msg->msg_controllen == 0)
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c;
+	     c = CMSG_NXTHDR((struct msghdr *)(uintptr_t)msg, c)) {
 		size_t n;
 
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
@@ -885,10 +846,81 @@ ssize_t recvmsg(int sock, struct msghdr *msg, int flags)
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			if (fd >= 0 && !shim_fd_entry(fd))
-				ash_put(ash_from_fd(fd, true));
+			if (fd >= 0)
+				fn(fd);
 		}
 	}
+}
+
+/* An ashmem fd about to leave over a socket: its state must be where the
+ * receiver finds it (an area's state is private until then). */
+static void escaping(int fd)
+{
+	if (shim_fd_entry(fd))
+		ash_escape_fd(fd);
+}
+
+/* An ashmem fd that arrived over a socket is an area this process now
+ * holds: take it on at once, so that its state lives on here (a holder of
+ * the shared state) even if the sender exits before this process uses it. */
+static void arrived(int fd)
+{
+	if (!shim_fd_entry(fd))
+		ash_put(ash_from_fd(fd, true));
+}
+
+ssize_t sendmsg(int sock, const struct msghdr *msg, int flags)
+{
+	int saved;
+
+	shim_init();
+	saved = errno;
+	each_passed_fd(msg, escaping);
+	errno = saved;
+	return CALL_REAL(shim_real.sendmsg, -1, sock, msg, flags);
+}
+
+/* Every message of the vector, whichever the kernel gets to send. */
+int sendmmsg(int sock, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	int saved;
+
+	shim_init();
+	saved = errno;
+	for (unsigned int i = 0; vec && i < vlen; i++)
+		each_passed_fd(&vec[i].msg_hdr, escaping);
+	errno = saved;
+	return CALL_REAL(shim_real.sendmmsg, -1, sock, vec, vlen, flags);
+}
+
+ssize_t recvmsg(int sock, struct msghdr *msg, int flags)
+{
+	ssize_t r;
+	int saved;
+
+	shim_init();
+	r = CALL_REAL(shim_real.recvmsg, -1, sock, msg, flags);
+	if (r < 0)
+		return r;
+	saved = errno;
+	each_passed_fd(msg, arrived);
+	errno = saved;
+	return r;
+}
+
+/* The messages received: the first r of the vector. */
+int recvmmsg(int sock, struct mmsghdr *vec, unsigned int vlen, int flags,
+	     struct timespec *timeout)
+{
+	int r, saved;
+
+	shim_init();
+	r = CALL_REAL(shim_real.recvmmsg, -1, sock, vec, vlen, flags, timeout);
+	if (r <= 0)
+		return r;
+	saved = errno;
+	for (int i = 0; i < r; i++)
+		each_passed_fd(&vec[i].msg_hdr, arrived);
 	errno = saved;
 	return r;
 }

@@ -138,6 +138,8 @@ struct shim_real {
 	int (*fallocate)(int, int, off_t, off_t);
 	ssize_t (*recvmsg)(int, struct msghdr *, int);
 	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
 };
 extern struct shim_real shim_real SHIM_HIDDEN;
 void shim_init(void) SHIM_HIDDEN;
