@@ -176,6 +176,8 @@ static uint64_t now_ns(void)
 #define TRACE_N 32
 static char trace[TRACE_N][200];
 
+static void tracef(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void tracef(const char *fmt, ...)
 {
 	va_list ap;
@@ -187,6 +189,8 @@ static void tracef(const char *fmt, ...)
 	if (verbose)
 		fprintf(stderr, "%s\n", t);
 }
+
+static void traceadd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void traceadd(const char *fmt, ...)
 {
@@ -209,6 +213,8 @@ static void kill_everyone(void)
 	if (zyg_pid > 0)
 		kill(zyg_pid, SIGKILL);
 }
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void fail(const char *fmt, ...)
 {

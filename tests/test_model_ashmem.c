@@ -111,6 +111,8 @@ static unsigned rn(unsigned n)
 	return n ? (unsigned)(rnd() % n) : 0;
 }
 
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void note(const char *fmt, ...)
 {
 	va_list ap;
@@ -121,6 +123,8 @@ static void note(const char *fmt, ...)
 	if (verbose)
 		fprintf(stderr, "%s\n", last[opn % 32]);
 }
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void fail(const char *fmt, ...)
 {
@@ -204,7 +208,7 @@ static void exec_op(const struct aop *op, int fd_in, struct ares *res)
 		}
 		/* before the first mmap, pin/unpin/status are EINVAL */
 		res->rc = pin_call(afd[a], ASHMEM_UNPIN, 0, 0, &res->err);
-		/* fall through */
+		__attribute__((fallthrough));
 	case A_SHARE:
 		if (op->type == A_SHARE)
 			afd[a] = fd_in;

@@ -91,6 +91,8 @@ static struct tgt spawn_target(void)
 	return spawn(argv);
 }
 
+static char *cmd(struct tgt *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static char *cmd(struct tgt *t, const char *fmt, ...)
 {
 	static char line[512];
