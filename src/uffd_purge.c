@@ -1112,13 +1112,20 @@ static bool poison_now(const struct vmap *m)
 			       atomic_load(&m->region->file->unreached)));
 }
 
+/* After a punch: an armed mapping's part (true), else the caller's. */
+static bool armed_after_punch(struct vmap *m, size_t off, size_t len)
+{
+	if (!m->armed)
+		return false;
+	if (poison_now(m))
+		uffd_poison(fault_fd, m->base + off, len);
+	return true;
+}
+
 void uffd_poison_armed(struct vmap *m, size_t off, size_t len)
 {
-	if (m->armed) {
-		if (poison_now(m))
-			uffd_poison(fault_fd, m->base + off, len);
+	if (armed_after_punch(m, off, len))
 		return;
-	}
 	if (sigbus_fd >= 0 && uffd_poison(sigbus_fd, m->base + off, len) < 0)
 		atomic_store(&m->reg_stayed, true);
 }
@@ -1156,11 +1163,8 @@ void uffd_cancel_discard(struct vmap *m, size_t off, size_t len)
 
 void uffd_after_discard(struct vmap *m, size_t off, size_t len)
 {
-	if (m->armed) {
-		if (poison_now(m))
-			uffd_poison(fault_fd, m->base + off, len);
+	if (armed_after_punch(m, off, len))
 		return;
-	}
 	if (sigbus_fd < 0)
 		return;
 	/* Lets the VMAs merge back: nothing of the purge stays registered,
