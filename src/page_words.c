@@ -19,8 +19,20 @@
  * the lock-free operations always say "take the lock". */
 #if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
 #define PW_LOCK_FREE 1
+#include <cpuid.h>
 typedef unsigned __int128 word_bits;
 _Static_assert(sizeof(struct pw_word) == sizeof(word_bits), "word size");
+
+/* The first x86-64 processors lack cmpxchg16b (the x86-64 baseline does
+ * not promise it): there every change takes the lock, as elsewhere. */
+static bool have_cas16;
+
+__attribute__((constructor)) static void probe_cas16(void)
+{
+	unsigned int a, b, c, d;
+
+	have_cas16 = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B);
+}
 #else
 #define PW_LOCK_FREE 0
 #endif
@@ -37,7 +49,7 @@ static struct pw_word *words_of(struct pw_hdr *h, uint32_t npages)
 
 static struct pw_stripe *stripes_of(const struct pw_hdr *h)
 {
-	return (struct pw_stripe *)((char *)(uintptr_t)h + 64);
+	return (struct pw_stripe *)((char *)(uintptr_t)h + PW_STRIPES_AT);
 }
 
 static void view(struct pw *p, void *area, uint32_t npages)
@@ -111,13 +123,14 @@ static inline bool word_cas(struct pw_word *w, struct pw_word old,
 #if PW_LOCK_FREE
 	word_bits o, n;
 
-	memcpy(&o, &old, sizeof(o));
-	memcpy(&n, &nw, sizeof(n));
-	return __sync_bool_compare_and_swap((word_bits *)(void *)w, o, n);
-#else
+	if (have_cas16) {
+		memcpy(&o, &old, sizeof(o));
+		memcpy(&n, &nw, sizeof(n));
+		return __sync_bool_compare_and_swap((word_bits *)(void *)w, o, n);
+	}
+#endif
 	*w = nw;
 	return true;
-#endif
 }
 
 /* A copy of the word (it may be torn by a concurrent swap: a swap from
@@ -199,7 +212,7 @@ int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
 	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE };
 	struct pw_word *w, old;
 
-	if (i >= n || fast_is_off(h))
+	if (!have_cas16 || i >= n || fast_is_off(h))
 		return 0;
 	w = words_of(h, n) + i;
 	/* Counted before the word turns volatile (and uncounted after it
@@ -232,7 +245,7 @@ int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i)
 #if PW_LOCK_FREE
 	struct pw_word *w, old;
 
-	if (i >= n || fast_is_off(h))
+	if (!have_cas16 || i >= n || fast_is_off(h))
 		return 0;
 	w = words_of(h, n) + i;
 	do {

@@ -42,7 +42,7 @@
  * Position independence: everything lives in an area at the end of the
  * tree's arena, addressed by page number; nothing here is a pointer.
  * Layout (area_bytes = PW_HDR_BYTES + 32 * npages):
- *   [words: npages x 16][order: npages x 16][header: 64][stripes: 4 x 64]
+ *   [words: npages x 16][order: npages x 16][header: 128][stripes: 4 x 128]
  *
  * Untrusted content: page numbers read from the area are checked against
  * the locally trusted npages, loops are bounded by it, unknown states are
@@ -56,7 +56,10 @@
 #include <stdint.h>
 
 #define PW_STRIPES 4u
-#define PW_HDR_BYTES (64u + 64u * PW_STRIPES)
+/* 128 bytes apart, and from the header every call reads: processors
+ * fetch lines in pairs, so lines 64 bytes apart still contend. */
+#define PW_STRIPES_AT 128u
+#define PW_HDR_BYTES (PW_STRIPES_AT + 128u * PW_STRIPES)
 /* Marks of at most this many pages go to the words (larger ones to the
  * tree, where a range costs one node whatever its length). */
 #define PW_MAX_MARK 16u
@@ -92,10 +95,10 @@ struct pw_hdr {
 };
 
 /* Volatile words counted by lock-free changes of the threads that use it
- * (nvol counts the locked ones): a line of its own each. */
+ * (nvol counts the locked ones): a line pair of its own each. */
 struct pw_stripe {
 	int64_t vol;
-	char pad[56];
+	char pad[120];
 };
 
 /* This process's view; npages is trusted locally, never re-read. */

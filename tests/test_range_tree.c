@@ -1214,7 +1214,7 @@ START_TEST(test_paged_lock_free)
 	 * page off: the check fails, a recount (after a takeover) repairs
 	 * the counts and the totals without touching a word. */
 	v = rt_volatile_pages(&t);
-	((struct pw_stripe *)(void *)((char *)t.pw.h + 64))[2].vol += 1;
+	((struct pw_stripe *)(void *)((char *)t.pw.h + PW_STRIPES_AT))[2].vol += 1;
 	ck_assert_int_eq(rt_check(&t), -EIO);
 	ck_assert_uint_eq(rt_volatile_pages(&t), v + 1);
 	rt_recount_words(&t);
