@@ -746,18 +746,27 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
 	return h->ord_all ? 0 : scan_before(p, max_seq, out);
 }
 
+/* The words by state, into cnt: 0, or -EIO for a word no operation
+ * leaves (an unknown state; an age on a word that is not volatile). */
+static int tally(const struct pw *p, uint64_t cnt[3])
+{
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct pw_word w = word_read(&p->w[i]);
+
+		if (bad_state(w.state) || (w.state != RT_VOLATILE && (w.seq || w.prio)))
+			return -EIO;
+		cnt[w.state]++;
+	}
+	return 0;
+}
+
 int pw_recount(struct pw *p, int64_t *dvol, int64_t *dpurged)
 {
 	uint64_t cnt[3] = { 0, 0, 0 };
 	int64_t nvol;
 
-	for (uint32_t i = 0; i < p->n; i++) {
-		uint32_t st = word_read(&p->w[i]).state;
-
-		if (bad_state(st))
-			return -EIO;
-		cnt[st]++;
-	}
+	if (tally(p, cnt) < 0)
+		return -EIO;
 	/* nvol may be below 0 (a page marked lock-free, cleared under the
 	 * lock): it is only ever read summed with the stripes. */
 	nvol = (int64_t)cnt[RT_VOLATILE] - stripes_sum(p->h);
@@ -772,17 +781,8 @@ int pw_check(const struct pw *p)
 {
 	uint64_t cnt[3] = { 0, 0, 0 };
 
-	if (p->h->magic != PW_MAGIC || p->h->npages != p->n)
+	if (p->h->magic != PW_MAGIC || p->h->npages != p->n || tally(p, cnt) < 0)
 		return -EIO;
-	for (uint32_t i = 0; i < p->n; i++) {
-		const struct pw_word *w = &p->w[i];
-
-		if (bad_state(w->state))
-			return -EIO;
-		if (w->state != RT_VOLATILE && (w->seq || w->prio))
-			return -EIO;
-		cnt[w->state]++;
-	}
 	/* Exact while no lock-free change is under way (a check runs under
 	 * the lock; one that races them may fail: the caller's safe side). */
 	return (int64_t)cnt[RT_VOLATILE] == (int64_t)p->h->nvol + stripes_sum(p->h) &&
