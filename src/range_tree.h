@@ -161,8 +161,12 @@ typedef int (*rt_visit_fn)(const struct rt_range *r, void *arg);
 int rt_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
 	     rt_visit_fn fn, void *arg);
 
-/* Totals kept in the header, O(1). */
+/* Totals, O(1): the header's (volatile pages: plus the page words'
+ * stripes of lock-free marks, page_words.h). */
 uint64_t rt_volatile_pages(const struct rt_tree *t); /* RT_VOLATILE */
+uint64_t rt_purged_pages(const struct rt_tree *t);   /* RT_PURGED */
+uint32_t rt_nranges(const struct rt_tree *t);
+
 /*
  * Record the range rt_oldest_before() just gave RT_PURGED, before its
  * pages are discarded: *stop is where what was recorded ends.  A range of
@@ -174,15 +178,15 @@ int rt_purge_exact(struct rt_tree *t, const struct rt_range *r, uint64_t *stop);
 /* After a holder died, before rt_check(): the page words' counts made to
  * agree with the words (page_words.h, pw_recount), and the totals. */
 void rt_recount_words(struct rt_tree *t);
-/* The page words' lock-free changes off / on (page_words.h): off before
- * the state is copied away or reset; a tree operation does it itself. */
+/* The page words' lock-free changes off (page_words.h), before the state
+ * is copied away; the tree's own operations raise and lower it. */
 void rt_fast_off(struct rt_tree *t);
-uint64_t rt_purged_pages(const struct rt_tree *t);   /* RT_PURGED */
-uint32_t rt_nranges(const struct rt_tree *t);
 
 /*
  * The totals of a tree read from outside without its arena: hdr is a copy
  * of the arena's first 64 bytes, arena_bytes the size the arena must have.
+ * The volatile count leaves out the page words' stripes, which sit at the
+ * arena's end (pw_peek_fast_vol).
  * The header is checked as rt_attach checks it.  0 or -EIO.
  */
 #define RT_HDR_COPY_BYTES 64
