@@ -829,9 +829,11 @@ void closefrom(int low)
 		shim_real.closefrom(low);
 }
 
-/* Each descriptor a message carries (SCM_RIGHTS). */
+/* Each descriptor a message carries (SCM_RIGHTS); errno as it was. */
 static void each_passed_fd(const struct msghdr *msg, void (*fn)(int fd))
 {
+	int saved = errno;
+
 	if (!msg || !msg->msg_control || msg->msg_controllen == 0)
 		return;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c;
@@ -850,6 +852,7 @@ static void each_passed_fd(const struct msghdr *msg, void (*fn)(int fd))
 				fn(fd);
 		}
 	}
+	errno = saved;
 }
 
 /* An ashmem fd about to leave over a socket: its state must be where the
@@ -871,40 +874,28 @@ static void arrived(int fd)
 
 ssize_t sendmsg(int sock, const struct msghdr *msg, int flags)
 {
-	int saved;
-
 	shim_init();
-	saved = errno;
 	each_passed_fd(msg, escaping);
-	errno = saved;
 	return CALL_REAL(shim_real.sendmsg, -1, sock, msg, flags);
 }
 
 /* Every message of the vector, whichever the kernel gets to send. */
 int sendmmsg(int sock, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-	int saved;
-
 	shim_init();
-	saved = errno;
 	for (unsigned int i = 0; vec && i < vlen; i++)
 		each_passed_fd(&vec[i].msg_hdr, escaping);
-	errno = saved;
 	return CALL_REAL(shim_real.sendmmsg, -1, sock, vec, vlen, flags);
 }
 
 ssize_t recvmsg(int sock, struct msghdr *msg, int flags)
 {
 	ssize_t r;
-	int saved;
 
 	shim_init();
 	r = CALL_REAL(shim_real.recvmsg, -1, sock, msg, flags);
-	if (r < 0)
-		return r;
-	saved = errno;
-	each_passed_fd(msg, arrived);
-	errno = saved;
+	if (r >= 0)
+		each_passed_fd(msg, arrived);
 	return r;
 }
 
@@ -912,16 +903,12 @@ ssize_t recvmsg(int sock, struct msghdr *msg, int flags)
 int recvmmsg(int sock, struct mmsghdr *vec, unsigned int vlen, int flags,
 	     struct timespec *timeout)
 {
-	int r, saved;
+	int r;
 
 	shim_init();
 	r = CALL_REAL(shim_real.recvmmsg, -1, sock, vec, vlen, flags, timeout);
-	if (r <= 0)
-		return r;
-	saved = errno;
 	for (int i = 0; i < r; i++)
 		each_passed_fd(&vec[i].msg_hdr, arrived);
-	errno = saved;
 	return r;
 }
 
