@@ -1208,12 +1208,17 @@ static int walk_purged(const struct rt_range *rr, void *arg)
 	return uffd_poison(fault_fd, r->map.base + off, len);
 }
 
-int uffd_region_poison_holes(struct vrange_region *r)
+/* Every purged page of r's mapping, to the callback or poisoned as r's
+ * refill says.  Tree lock held. */
+static int walk_holes(struct vrange_region *r)
 {
-	if (!r->map.armed || r->refill)
-		return 0;
 	return rt_visit(&r->file->tree, 0, r->map.size >> vr_page_shift,
 			walk_purged, r);
+}
+
+int uffd_region_poison_holes(struct vrange_region *r)
+{
+	return r->map.armed && !r->refill ? walk_holes(r) : 0;
 }
 
 int uffd_region_refill(struct vrange_region *r)
@@ -1233,8 +1238,7 @@ int uffd_region_refill(struct vrange_region *r)
 	if (ret < 0)
 		return ret;
 	if (r->map.armed) /* a poison that fails: the thread poisons on touch */
-		rt_visit(&r->file->tree, 0, r->map.size >> vr_page_shift,
-			 walk_purged, r);
+		walk_holes(r);
 	vfile_unlock(r->file);
 	return 0;
 }
