@@ -20,6 +20,15 @@ need_pkgs() {
 		man-db) command -v man >/dev/null 2>&1 || missing="$missing man-db" ;;
 		sqlite) pkg-config --exists sqlite3 2>/dev/null || missing="$missing libsqlite3-dev" ;;
 		json-c) pkg-config --exists json-c 2>/dev/null || missing="$missing libjson-c-dev" ;;
+		# the Python module and its tests, for Debian's own interpreter
+		python)
+			[ -n "$(find /usr/include -path '*python3*' -name Python.h 2>/dev/null | head -n 1)" ] ||
+				missing="$missing python3-dev"
+			for mod in pytest:python3-pytest mesonpy:python3-mesonpy numpy:python3-numpy \
+				ensurepip:python3-venv pip:python3-pip; do
+				/usr/bin/python3 -c "import ${mod%%:*}" >/dev/null 2>&1 ||
+					missing="$missing ${mod#*:}"
+			done ;;
 		esac
 	done
 	echo "$missing"
