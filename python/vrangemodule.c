@@ -430,7 +430,7 @@ static PyMethodDef Pinned_methods[] = {
 	  "Mark the range non-volatile; return True if it was intact." },
 	{ "__exit__", (PyCFunction)Pinned_exit, METH_VARARGS,
 	  "Mark the range volatile again." },
-	{ NULL }
+	{ 0 }
 };
 
 static PyTypeObject PinnedType = {
@@ -502,7 +502,7 @@ static PyGetSetDef Region_getset[] = {
 	{ "access", (getter)Region_get_access, NULL,
 	  "The access mode in force: \"zero\" or \"sigbus\".", NULL },
 	{ "closed", (getter)Region_get_closed, NULL, "True once closed.", NULL },
-	{ NULL }
+	{ 0 }
 };
 
 static PyMethodDef Region_methods[] = {
@@ -518,7 +518,7 @@ static PyMethodDef Region_methods[] = {
 	{ "close", (PyCFunction)Region_close, METH_NOARGS, Region_close_doc },
 	{ "__enter__", (PyCFunction)Region_enter, METH_NOARGS, "Return the region." },
 	{ "__exit__", (PyCFunction)Region_exit, METH_VARARGS, "Close the region." },
-	{ NULL }
+	{ 0 }
 };
 
 static PySequenceMethods Region_as_sequence = {
@@ -817,7 +817,7 @@ static PyMethodDef HeldValue_methods[] = {
 	  "Return a read-only memoryview of the held value." },
 	{ "__exit__", (PyCFunction)HeldValue_exit, METH_VARARGS,
 	  "Release the memoryview and, once nothing uses it, the value." },
-	{ NULL }
+	{ 0 }
 };
 
 static PyTypeObject HeldValueType = {
@@ -979,7 +979,7 @@ static PyObject *Cache_get_closed(Cache *self, void *unused)
 
 static PyGetSetDef Cache_getset[] = {
 	{ "closed", (getter)Cache_get_closed, NULL, "True once closed.", NULL },
-	{ NULL }
+	{ 0 }
 };
 
 static PyMethodDef Cache_methods[] = {
@@ -992,7 +992,7 @@ static PyMethodDef Cache_methods[] = {
 	{ "close", (PyCFunction)Cache_close, METH_NOARGS, Cache_close_doc },
 	{ "__enter__", (PyCFunction)Cache_enter, METH_NOARGS, "Return the cache." },
 	{ "__exit__", (PyCFunction)Cache_exit, METH_VARARGS, "Close the cache." },
-	{ NULL }
+	{ 0 }
 };
 
 static PySequenceMethods Cache_as_sequence = {
@@ -1091,7 +1091,7 @@ static PyMethodDef module_methods[] = {
 	  purge_doc },
 	{ "set_budget", (PyCFunction)mod_set_budget, METH_O, set_budget_doc },
 	{ "stats", (PyCFunction)mod_stats, METH_NOARGS, stats_doc },
-	{ NULL }
+	{ 0 }
 };
 
 PyDoc_STRVAR(module_doc,
