@@ -346,6 +346,11 @@ def test_cache_bad_arguments():
                 c.get_bytes(key)
             with pytest.raises(TypeError):
                 key in c
+        for args, kw in (((), {}), ((b"k", 1, 2), {}), ((b"k",), {"key": b"k"}),
+                         ((b"k",), {"other": 1})):
+            with pytest.raises(TypeError):
+                c.get_bytes(*args, **kw)
+        assert c.get_bytes(key=b"absent", default=3) == 3
         with pytest.raises(ValueError):
             c.put(b"k", b"")
         with pytest.raises(TypeError):
