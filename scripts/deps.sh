@@ -20,6 +20,7 @@ need_pkgs() {
 		man-db) command -v man >/dev/null 2>&1 || missing="$missing man-db" ;;
 		sqlite) pkg-config --exists sqlite3 2>/dev/null || missing="$missing libsqlite3-dev" ;;
 		json-c) pkg-config --exists json-c 2>/dev/null || missing="$missing libjson-c-dev" ;;
+		abigail) command -v abidiff >/dev/null 2>&1 || missing="$missing abigail-tools" ;;
 		esac
 	done
 	echo "$missing"
