@@ -162,7 +162,10 @@ int vrange_monitor_stop(void);
  * vrange_set_budget(3). */
 int vrange_set_budget(size_t bytes);
 
-/** Counters returned by vrange_get_stats(). */
+/** Counters returned by vrange_get_stats(); later versions append fields
+ * at the end only.  The library learns the caller's size from
+ * vrange_get_stats_sized(), so a program built against an older header
+ * gets the fields it knows and nothing past them. */
 struct vrange_stats {
 	uint64_t regions;             /**< live regions */
 	uint64_t files;               /**< files with file-layer state */
@@ -181,8 +184,21 @@ struct vrange_stats {
 	char sigbus_fallback[32];     /**< "" or why the last of them fell back */
 };
 
-/** Fill @p out with the library's counters.  See vrange_get_stats(3). */
-int vrange_get_stats(struct vrange_stats *out);
+/** Fill the first @p size bytes of @p out (sizeof(struct vrange_stats) of
+ * the caller's header) with the library's counters.  See
+ * vrange_get_stats(3). */
+int vrange_get_stats_sized(struct vrange_stats *out, size_t size);
+
+/* The library defines the 0.1 entry point of this name itself (src/vrange.c),
+ * so it must not see the inline. */
+#ifndef VRANGE_BUILDING_LIBRARY
+/** Fill @p out with the library's counters: vrange_get_stats_sized() with
+ * the size of this header's struct.  See vrange_get_stats(3). */
+static inline int vrange_get_stats(struct vrange_stats *out)
+{
+	return vrange_get_stats_sized(out, sizeof(*out));
+}
+#endif
 
 /** @} */
 

@@ -29,6 +29,7 @@ need_pkgs() {
 				/usr/bin/python3 -c "import ${mod%%:*}" >/dev/null 2>&1 ||
 					missing="$missing ${mod#*:}"
 			done ;;
+		abigail) command -v abidiff >/dev/null 2>&1 || missing="$missing abigail-tools" ;;
 		esac
 	done
 	echo "$missing"

@@ -17,6 +17,7 @@
 #include "region.h"
 #include "shared_file.h"
 #include "shmem.h"
+#include "stats_abi.h"
 #include "uffd_purge.h"
 #include "vrange.h"
 
@@ -165,13 +166,11 @@ int vrange(void *addr, size_t len, int mode, int *purged)
 	return 0;
 }
 
-int vrange_get_stats(struct vrange_stats *out)
+static void fill_stats(struct vrange_stats *out)
 {
 	struct purge_counters pc;
 	uint64_t vol, purged, resident;
 
-	if (!out)
-		return -EINVAL;
 	vr_init_basic();
 	cache_flush_all(); /* released cache values count as volatile */
 	memset(out, 0, sizeof(*out));
@@ -192,5 +191,21 @@ int vrange_get_stats(struct vrange_stats *out)
 	uffd_fallbacks(&out->sigbus_fallbacks, out->sigbus_fallback,
 		       sizeof(out->sigbus_fallback));
 	publish_status();
+}
+
+int vrange_get_stats_sized(struct vrange_stats *out, size_t size)
+{
+	struct vrange_stats all;
+
+	if (!out || size < VR_STATS_SIZE_0_1)
+		return -EINVAL;
+	fill_stats(&all);
+	/* The caller's struct holds size bytes: the fields both sides know, and
+	 * zeros for those of a newer header than this library's. */
+	if (size > sizeof(all)) {
+		memset((char *)out + sizeof(all), 0, size - sizeof(all));
+		size = sizeof(all);
+	}
+	memcpy(out, &all, size);
 	return 0;
 }
