@@ -129,6 +129,8 @@ static int in_page(const void *a, const void *page)
 enum op { OP_ADOPT, OP_READ, OP_RECOVER, OP_MARK, OP_UNMARK, OP_WRITE,
 	  OP_PURGE, OP_QUIT };
 
+/* OP_ADOPT's len: the access flags of vrange_region_adopt(). */
+
 struct req {
 	int op;
 	uint64_t off, len;
@@ -164,7 +166,7 @@ static void peer_serve(int sock)
 		memset(&a, 0, sizeof(a));
 		switch (q.op) {
 		case OP_ADOPT:
-			a.rc = vrange_region_adopt(fd, 0, &r);
+			a.rc = vrange_region_adopt(fd, (unsigned int)q.len, &r);
 			close(fd);
 			base = r ? vrange_region_base(r) : NULL;
 			break;
@@ -595,6 +597,50 @@ START_TEST(fork_child_signals)
 }
 END_TEST
 
+/*
+ * The parent maps a SIGBUS region's file itself, passes the mapping to
+ * vrange() and purges; a fork child passes its copy to vrange() again and
+ * reads a purged page: SIGBUS from that call on (libvrange(7), Fork).
+ */
+START_TEST(fork_child_app_mapping_vrange)
+{
+	vrange_region *r;
+	unsigned char *m, v;
+	int st;
+	pid_t pid;
+
+	catch_bus();
+	r = region();
+	m = mmap(NULL, PAGES * ps, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 vrange_region_fd(r), 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	memset(m, 'a', 8 * ps);
+	ck_assert_int_eq(vrange(m, 4 * ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(4 * ps));
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int bad = 0, sig;
+
+		alarm(30);
+		bad |= vrange(m, 4 * ps, VRANGE_VOLATILE, NULL) != 0;
+		sig = try_read(m + 2 * ps, &v);
+		if (sigbus_mode())
+			bad |= (sig != 1 || !in_page(bus_addr, m + 2 * ps)) << 1;
+		else
+			bad |= (sig != 0 || v != 0) << 1;
+		bad |= (try_read(m + 5 * ps, &v) != 0 || v != 'a') << 2;
+		_exit(bad);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	/* The parent's mapping signals still. */
+	ck_assert_int_eq(try_read(m + 2 * ps, &v), sigbus_mode());
+	ck_assert_int_eq(munmap(m, PAGES * ps), 0);
+	vrange_region_destroy(r);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("sigbus-everywhere");
@@ -607,6 +653,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, app_mapping_other_process);
 	tcase_add_test(tc, newcomer_at_old_address);
 	tcase_add_test(tc, fork_child_signals);
+	tcase_add_test(tc, fork_child_app_mapping_vrange);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fallbacks");
 	tcase_add_test(tc, read_only_falls_back);
