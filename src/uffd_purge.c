@@ -122,11 +122,34 @@ struct uffdio_poison {
 };
 #define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
 #endif
+/* Minor faults on shmem: Linux 5.14 (the 6.1 headers have them; older
+ * ones may not). */
+#ifndef UFFD_FEATURE_MINOR_SHMEM
+#define UFFD_FEATURE_MINOR_SHMEM (1 << 10)
+#endif
+#ifndef UFFDIO_REGISTER_MODE_MINOR
+#define UFFDIO_REGISTER_MODE_MINOR ((__u64)1 << 2)
+#endif
+#ifndef UFFD_PAGEFAULT_FLAG_MINOR
+#define UFFD_PAGEFAULT_FLAG_MINOR (1 << 2)
+#endif
+#ifndef _UFFDIO_CONTINUE
+#define _UFFDIO_CONTINUE (0x07)
+struct uffdio_continue {
+	struct uffdio_range range;
+	__u64 mode;
+	__s64 mapped;
+};
+#define UFFDIO_CONTINUE _IOWR(UFFDIO, _UFFDIO_CONTINUE, struct uffdio_continue)
+#endif
 
 /* Fault messages read at once by the fault thread. */
 #define UFFD_MSGS 16
 /* Most pages one zero fill of a sequential first touch installs (1 MiB). */
 #define FILL_MAX 256u
+/* Fewest pages a minor fault maps (the kernel's own fault-around, which a
+ * minor registration turns off: 64 KiB). */
+#define MINOR_MIN 16u
 
 /*
  * An armed mapping: registered MISSING, whole, on fault_fd, so every touch
@@ -162,6 +185,7 @@ static pthread_cond_t list_cond = PTHREAD_COND_INITIALIZER;
 static struct uffd_armed *armed_list;
 static struct uffd_armed *rearm_list; /* a fork child's, not yet again */
 static _Atomic bool rearm_pending;
+static bool minor_ok;       /* fault_fd takes minor faults; probe_lock */
 static _Atomic uint64_t fallbacks;   /* mappings that could not be armed */
 static char fallback_why[32];        /* the last reason, for stats */
 
@@ -247,11 +271,12 @@ static int uffd_api(int fd, uint64_t features, uint64_t *got)
 	return 0;
 }
 
-static int uffd_register(int fd, void *addr, size_t len, uint64_t *ioctls)
+static int uffd_register_mode(int fd, void *addr, size_t len, uint64_t mode,
+			      uint64_t *ioctls)
 {
 	struct uffdio_register reg = {
 		.range = { (uintptr_t)addr, len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
+		.mode = mode,
 	};
 
 	if (ioctl(fd, UFFDIO_REGISTER, &reg) < 0)
@@ -259,6 +284,12 @@ static int uffd_register(int fd, void *addr, size_t len, uint64_t *ioctls)
 	if (ioctls)
 		*ioctls = reg.ioctls;
 	return 0;
+}
+
+static int uffd_register(int fd, void *addr, size_t len, uint64_t *ioctls)
+{
+	return uffd_register_mode(fd, addr, len, UFFDIO_REGISTER_MODE_MISSING,
+				  ioctls);
 }
 
 static int uffd_unregister(int fd, void *addr, size_t len)
@@ -307,8 +338,9 @@ static void uffd_wake(int fd, void *addr, size_t len)
 	ioctl(fd, UFFDIO_WAKE, &range);
 }
 
-/* One registration of a shmem page, to see that the kernel takes it. */
-static int probe_shmem(int fd)
+/* One registration of a shmem page in mode, to see that the kernel takes
+ * it and offers the ioctl numbered need. */
+static int probe_shmem(int fd, uint64_t mode, int need)
 {
 	uint64_t ioctls = 0;
 	int mfd = memfd_create("vrange-uffd-probe", MFD_CLOEXEC), r;
@@ -325,10 +357,10 @@ static int probe_shmem(int fd)
 		r = -errno;
 		goto out;
 	}
-	r = uffd_register(fd, p, vr_page_size, &ioctls);
+	r = uffd_register_mode(fd, p, vr_page_size, mode, &ioctls);
 	if (r == 0) {
 		uffd_unregister(fd, p, vr_page_size);
-		if (!(ioctls & (1ULL << _UFFDIO_POISON)))
+		if (!(ioctls & (1ULL << need)))
 			r = -EOPNOTSUPP;
 	}
 out:
@@ -426,7 +458,7 @@ static int probe_locked(void)
 	}
 	r = uffd_api(fd, need, NULL);
 	if (r == 0)
-		r = probe_shmem(fd);
+		r = probe_shmem(fd, UFFDIO_REGISTER_MODE_MISSING, _UFFDIO_POISON);
 	if (r < 0) {
 		if (r == -EOPNOTSUPP)
 			snprintf(reason, sizeof(reason), "no UFFDIO_POISON");
@@ -435,6 +467,16 @@ static int probe_locked(void)
 		close(fd);
 		return r;
 	}
+	/*
+	 * Minor faults (Linux 5.14): a touch of a page the file has but this
+	 * mapping does not map comes to the fault thread too - a hole another
+	 * mapping (a ZERO-mode one) filled after a purge.  Without them such
+	 * a page reads zeros here: every armed mapping counts as a fallback
+	 * (note_partial).
+	 */
+	minor_ok = (have & UFFD_FEATURE_MINOR_SHMEM) &&
+		   probe_shmem(fd, UFFDIO_REGISTER_MODE_MISSING |
+				   UFFDIO_REGISTER_MODE_MINOR, _UFFDIO_CONTINUE) == 0;
 	sigbus_fd = fd;
 	reason[0] = '\0';
 	return 0;
@@ -491,6 +533,17 @@ const char *uffd_fallback_reason(void)
 static bool whole_ok(void)
 {
 	return open_how != OPEN_USER_ONLY;
+}
+
+/*
+ * Register armed mappings for minor faults too?  Where the kernel has
+ * them - but not on a user-mode-only uffd (a refill region's, armed there
+ * anyway): the kernel's own accesses (read(2) into the memory) to every
+ * page this mapping does not map yet would get EFAULT, not only to holes.
+ */
+static bool minor_here(void)
+{
+	return minor_ok && whole_ok();
 }
 
 /* ---- the fault thread ---------------------------------------------------- */
@@ -565,6 +618,68 @@ static void fill_not_purged(struct uffd_armed *a, char *page)
 	a->win = (uint32_t)w;
 	a->run_end = page + (w << vr_page_shift);
 	if (!zero_fill(page, w << vr_page_shift))
+		uffd_wake(fault_fd, page, vr_page_size);
+}
+
+/*
+ * Map the file's pages into [addr, addr + len) (UFFDIO_CONTINUE), stepping
+ * over pages mapped by now (-EEXIST) and holes (-EFAULT: a hole's touch
+ * comes back as a missing fault).  True if addr itself was mapped (the
+ * kernel woke its waiters).
+ */
+static bool continue_fill(char *addr, size_t len)
+{
+	char *p = addr, *end = addr + len;
+	bool first = false;
+
+	while (p < end) {
+		struct uffdio_continue c = {
+			.range = { (uintptr_t)p, (size_t)(end - p) },
+		};
+		size_t done;
+
+		if (ioctl(fault_fd, UFFDIO_CONTINUE, &c) == 0) {
+			first = first || p == addr;
+			break;
+		}
+		done = c.mapped > 0 ? (size_t)c.mapped : 0;
+		if (p == addr && done)
+			first = true;
+		if (errno == EAGAIN && done) {
+			p += done;
+			continue;
+		}
+		if (errno != EEXIST && errno != EFAULT)
+			break;
+		p += done + vr_page_size;
+	}
+	return first;
+}
+
+/*
+ * A minor fault: the file has the page, this mapping does not map it (a
+ * fork child's first touch, a page another process or mapping wrote), and
+ * it is not purged.  Map it, and with it the pages after it - at least
+ * MINOR_MIN (the fault-around a minor registration turns off), twice the
+ * last window on a run (up to FILL_MAX) - unless one of them is purged:
+ * a purged page the file has again (filled through a ZERO-mode mapping)
+ * must come to the thread on its own touch.  File lock held.
+ */
+static void map_not_purged(struct uffd_armed *a, char *page)
+{
+	uint64_t pg = (uint64_t)(page - a->m->base) >> vr_page_shift;
+	uint64_t vol = 0, purged = 0;
+	size_t w = MINOR_MIN, room = (size_t)(a->start + a->len - page) >> vr_page_shift;
+
+	if (page == a->run_end && a->win * 2u > w)
+		w = a->win * 2u < FILL_MAX ? a->win * 2u : FILL_MAX;
+	if (w > room)
+		w = room;
+	if (w > 1 && (rt_count(&a->f->tree, pg, pg + w, &vol, &purged) < 0 || purged))
+		w = 1;
+	a->win = (uint32_t)w;
+	a->run_end = page + (w << vr_page_shift);
+	if (!continue_fill(page, w << vr_page_shift))
 		uffd_wake(fault_fd, page, vr_page_size);
 }
 
@@ -662,7 +777,7 @@ static void serve_refill(struct uffd_armed *a, struct vrange_region *r,
 	vfile_unlock(a->f);
 }
 
-static void serve_fault(char *page, void *buf)
+static void serve_fault(char *page, bool minor, void *buf)
 {
 	struct uffd_armed *a = find_and_hold(page);
 	struct vrange_region *r;
@@ -680,11 +795,23 @@ static void serve_fault(char *page, void *buf)
 	}
 	r = a->m->region;
 	if (!page_purged(a->f, pg)) {
-		fill_not_purged(a, page);
+		if (minor)
+			map_not_purged(a, page);
+		else
+			fill_not_purged(a, page);
 	} else if (r && r->refill) {
+		/* Purged, yet the file has the page: another mapping filled
+		 * the hole (zeros, or whatever was written there while it was
+		 * volatile).  Punch it again, so the callback's page can go
+		 * in (UFFDIO_COPY needs a hole). */
+		if (minor)
+			fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t)(pg << vr_page_shift), (off_t)vr_page_size);
 		serve_refill(a, r, page, pg, buf);
 		goto out;
 	} else {
+		/* Purged: a hole, or a page another mapping filled since (a
+		 * minor fault) - SIGBUS either way, until it is unmarked. */
 		poison_and_wake(page);
 	}
 	vfile_unlock(a->f);
@@ -730,7 +857,9 @@ static void *fault_main(void *arg)
 			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			a = (uintptr_t)msgs[i].arg.pagefault.address;
-			serve_fault((char *)(a & ~(uintptr_t)(vr_page_size - 1)), buf);
+			serve_fault((char *)(a & ~(uintptr_t)(vr_page_size - 1)),
+				    msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR,
+				    buf);
 		}
 	}
 	pthread_mutex_lock(&probe_lock);
@@ -757,7 +886,8 @@ static int ensure_fault_thread(void)
 			r = fd;
 			goto out;
 		}
-		r = uffd_api(fd, UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_POISON, NULL);
+		r = uffd_api(fd, UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_POISON |
+				 (minor_ok ? UFFD_FEATURE_MINOR_SHMEM : 0), NULL);
 		if (r < 0) {
 			close(fd);
 			goto out;
@@ -812,6 +942,38 @@ static void note_fallback(struct vmap *m, int err)
 	pthread_mutex_unlock(&list_lock);
 	vr_debug("uffd: the mapping at %p cannot raise SIGBUS (%s): purged "
 		 "pages read zeros there", (void *)(m->base + m->first), why);
+}
+
+/*
+ * A mapping that raises SIGBUS, but not everywhere the contract asks
+ * (contract 6: one file, two access modes): where a purged hole is filled
+ * through another mapping (a ZERO-mode one, or any the library never saw)
+ * before it is touched here, it reads zeros - because the kernel has no
+ * minor faults on shmem (before 5.14), or because the mapping is only
+ * registered around this process's own purges (UFFD_USER_MODE_ONLY).
+ * Counted with the fallbacks, m->sigbus kept.
+ */
+static void note_partial(struct vmap *m, const char *why)
+{
+	if (m->fallback)
+		return;
+	m->fallback = true;
+	atomic_fetch_add(&fallbacks, 1);
+	pthread_mutex_lock(&list_lock);
+	snprintf(fallback_why, sizeof(fallback_why), "%s", why);
+	pthread_mutex_unlock(&list_lock);
+	vr_debug("uffd: the mapping at %p raises SIGBUS only in part (%s): a "
+		 "purged page filled through another mapping reads zeros there",
+		 (void *)(m->base + m->first), why);
+}
+
+/* Armed with minor faults after all (a refill, a fork child's re-arming). */
+static void clear_partial(struct vmap *m)
+{
+	if (m->fallback && m->sigbus) {
+		m->fallback = false;
+		atomic_fetch_sub(&fallbacks, 1);
+	}
 }
 
 static void list_add(struct uffd_armed *a)
@@ -920,7 +1082,10 @@ static int arm_entry(struct uffd_armed *a)
 	list_add(a);
 	r = vfile_lock(a->f);
 	if (r == 0) {
-		r = uffd_register(fault_fd, a->start, a->len, NULL);
+		r = uffd_register_mode(fault_fd, a->start, a->len,
+				       UFFDIO_REGISTER_MODE_MISSING |
+				       (minor_here() ? UFFDIO_REGISTER_MODE_MINOR : 0),
+				       NULL);
 		if (r == 0) {
 			a->m->armed = a;
 			/* Pages purged before this mapping came: poisoned now,
@@ -935,8 +1100,14 @@ static int arm_entry(struct uffd_armed *a)
 		}
 		vfile_unlock(a->f);
 	}
-	if (r < 0)
+	if (r < 0) {
 		unlist(a);
+	} else if (minor_here()) {
+		clear_partial(a->m);
+	} else {
+		note_partial(a->m, minor_ok ? "UFFD_USER_MODE_ONLY"
+					    : "no minor faults on shmem");
+	}
 	return r;
 }
 
@@ -1027,8 +1198,12 @@ int uffd_arm(struct vfile *f, struct vmap *m, bool force)
 	/* Not whole, or no thread (out of descriptors, a fault in its
 	 * setup...) or no memory: registered around purges, as before.  Only
 	 * a mapping the kernel will not register at all falls back to zeros. */
-	if (r < 0)
+	if (r < 0) {
 		r = arm_transient(f, m);
+		if (r == 0)
+			note_partial(m, whole_ok() ? "no fault thread"
+						   : "UFFD_USER_MODE_ONLY");
+	}
 	if (r < 0)
 		note_fallback(m, r);
 	return r;

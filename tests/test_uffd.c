@@ -963,6 +963,19 @@ static int helper_nobody(void)
 			r ? vrange_region_access(r) : 0, st.access_fallback);
 		return 1;
 	}
+	/* Registered around its own purges only: a hole another mapping
+	 * fills reads zeros here - a fallback, counted and named. */
+	{
+		struct vrange_stats st;
+
+		if (vrange_get_stats(&st) != 0 || st.sigbus_fallbacks != 1 ||
+		    strcmp(st.sigbus_fallback, "UFFD_USER_MODE_ONLY")) {
+			fprintf(stderr, "as nobody: sigbus_fallbacks %llu '%s'\n",
+				(unsigned long long)st.sigbus_fallbacks,
+				st.sigbus_fallback);
+			return 1;
+		}
+	}
 	if (install_bus_handler() < 0)
 		return 1;
 	b = vrange_region_base(r);
