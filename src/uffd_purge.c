@@ -1068,8 +1068,15 @@ static int walk_poison_armed(const struct rt_range *rr, void *arg)
 		s = a->start;
 	if (e > a->start + a->len)
 		e = a->start + a->len;
-	if (s < e)
+	if (s < e) {
+		/* A page this mapping maps already (a fork child's copy read
+		 * the hole before it was armed again: the kernel filled it)
+		 * would stay in place of the marker.  Unmapped first - a
+		 * shared mapping's page stays in the file - it comes to the
+		 * thread on its next touch, if the poison does not land. */
+		madvise(s, (size_t)(e - s), MADV_DONTNEED);
 		uffd_poison(fault_fd, s, (size_t)(e - s));
+	}
 	return 0;
 }
 
