@@ -623,16 +623,17 @@ static void fill_not_purged(struct uffd_armed *a, char *page)
 
 /*
  * Map the file's pages into [addr, addr + len) (UFFDIO_CONTINUE), stepping
- * over pages mapped by now (-EEXIST) and holes (-EFAULT: a hole's touch
- * comes back as a missing fault).  True if addr itself was mapped (the
- * kernel woke its waiters).
+ * over pages mapped by now (-EEXIST), and stopping at a hole (-EFAULT: its
+ * touch comes as a missing fault) or after a few steps: a window is a
+ * guess, never worth more than a handful of calls.  True if addr itself
+ * was mapped (the kernel woke its waiters).
  */
 static bool continue_fill(char *addr, size_t len)
 {
 	char *p = addr, *end = addr + len;
 	bool first = false;
 
-	while (p < end) {
+	for (int calls = 0; p < end && calls < 8; calls++) {
 		struct uffdio_continue c = {
 			.range = { (uintptr_t)p, (size_t)(end - p) },
 		};
@@ -649,7 +650,7 @@ static bool continue_fill(char *addr, size_t len)
 			p += done;
 			continue;
 		}
-		if (errno != EEXIST && errno != EFAULT)
+		if (errno != EEXIST)
 			break;
 		p += done + vr_page_size;
 	}
@@ -659,28 +660,41 @@ static bool continue_fill(char *addr, size_t len)
 /*
  * A minor fault: the file has the page, this mapping does not map it (a
  * fork child's first touch, a page another process or mapping wrote), and
- * it is not purged.  Map it, and with it the pages after it - at least
- * MINOR_MIN (the fault-around a minor registration turns off), twice the
- * last window on a run (up to FILL_MAX) - unless one of them is purged:
- * a purged page the file has again (filled through a ZERO-mode mapping)
- * must come to the thread on its own touch.  File lock held.
+ * it is not purged.  Map it, and with it the rest of its aligned block of
+ * FILL_MAX pages (or of MINOR_MIN, the kernel's own fault-around that a
+ * minor registration turns off), unless a page of the block is purged: a
+ * purged page the file has again (filled through a ZERO-mode mapping)
+ * must come to the thread on its own touch.  Pages the file has are no
+ * memory to allocate, so a block costs page table entries only, and
+ * touches in any order cost a round trip per megabyte.  File lock held.
  */
 static void map_not_purged(struct uffd_armed *a, char *page)
 {
-	uint64_t pg = (uint64_t)(page - a->m->base) >> vr_page_shift;
-	uint64_t vol = 0, purged = 0;
-	size_t w = MINOR_MIN, room = (size_t)(a->start + a->len - page) >> vr_page_shift;
+	static const size_t blocks[] = { FILL_MAX, MINOR_MIN };
+	char *lo = page, *hi = page + vr_page_size;
 
-	if (page == a->run_end && a->win * 2u > w)
-		w = a->win * 2u < FILL_MAX ? a->win * 2u : FILL_MAX;
-	if (w > room)
-		w = room;
-	if (w > 1 && (rt_count(&a->f->tree, pg, pg + w, &vol, &purged) < 0 || purged))
-		w = 1;
-	a->win = (uint32_t)w;
-	a->run_end = page + (w << vr_page_shift);
-	if (!continue_fill(page, w << vr_page_shift))
+	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+		size_t bytes = blocks[i] << vr_page_shift;
+		uintptr_t off = (uintptr_t)(page - a->m->base) & ~(uintptr_t)(bytes - 1);
+		char *s = a->m->base + off, *e = s + bytes;
+		uint64_t vol = 0, purged = 0;
+
+		if (s < a->start)
+			s = a->start;
+		if (e > a->start + a->len)
+			e = a->start + a->len;
+		if (rt_count(&a->f->tree, (uint64_t)(s - a->m->base) >> vr_page_shift,
+			     (uint64_t)(e - a->m->base) >> vr_page_shift,
+			     &vol, &purged) == 0 && !purged) {
+			lo = s;
+			hi = e;
+			break;
+		}
+	}
+	if (!continue_fill(page, (size_t)(hi - page)))
 		uffd_wake(fault_fd, page, vr_page_size);
+	if (lo < page)
+		continue_fill(lo, (size_t)(page - lo));
 }
 
 /*
