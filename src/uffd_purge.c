@@ -4,9 +4,10 @@
  *
  * Every SIGBUS mapping the library knows of (a region's, an application
  * mapping passed to vrange()) is armed when it is learnt: registered
- * whole, MISSING mode, on fault_fd, a uffd without UFFD_FEATURE_SIGBUS
- * whose fault thread decides every touch of a hole from the file's state
- * (measured on Linux 6.18):
+ * whole, MISSING and MINOR mode, on fault_fd, a uffd without
+ * UFFD_FEATURE_SIGBUS whose fault thread decides every touch of a hole -
+ * and of a page the file has but this mapping does not map yet - from the
+ * file's state (measured on Linux 6.18):
  *
  *   purged, still      UFFDIO_POISON on the page, wake: the toucher retries,
  *   volatile           meets the marker and gets SIGBUS (BUS_ADRERR, si_addr
@@ -17,6 +18,23 @@
  *                      mapping takes twice as many pages as that one (up
  *                      to FILL_MAX), if none of them is volatile: a memset
  *                      of a fresh region costs a round trip per megabyte.
+ *                      A minor fault (the file has the page): UFFDIO_CONTINUE
+ *                      over its aligned block of FILL_MAX pages, if none of
+ *                      them is purged (MINOR_MIN pages, else the one).
+ *
+ * Why minor faults: one file, two access modes (contract 6).  A ZERO-mode
+ * mapping of the file (a region adopted so, in any process; a shim area;
+ * any mapping the library never saw) that reads a purged hole fills it, in
+ * the file, for every mapping - the kernel has no private zero page for a
+ * shared mapping.  Registered MISSING only, a SIGBUS mapping would then map
+ * that page and read zeros.  With MINOR the touch still comes here, and the
+ * tree still says purged (until mark_nonvolatile): the thread poisons it
+ * (UFFDIO_POISON takes a page that is in the file but not in this
+ * mapping) and the toucher gets SIGBUS.  A refill region's such page is
+ * punched again and refilled.  Where minor faults are missing (before
+ * Linux 5.14) or would break the kernel's own accesses (a user-mode-only
+ * uffd: EFAULT on every page not mapped yet), the mapping keeps SIGBUS
+ * mode for holes and counts in the fallbacks (note_partial).
  *
  * Why for good, and not only around purges: poison markers and
  * registrations live in one process's page tables, and a purge may come
@@ -41,15 +59,17 @@
  *                      requires.  Markers in other processes stay; their
  *                      SIGBUS fixup (sigbus_fixup.c) clears them.
  *
- * shmem only raises MISSING faults where the file has a hole, so pages
- * with data never meet the thread.
+ * shmem raises MISSING faults where the file has a hole and MINOR faults
+ * where it has a page this mapping does not map yet; pages this mapping
+ * maps never meet the thread.
  *
  * Where the only uffd to be had is UFFD_USER_MODE_ONLY (no privilege,
  * vm.unprivileged_userfaultfd=0), a registration for good would make the
  * kernel's accesses to fresh pages EFAULT: there a mapping is registered
  * only around each purge, on sigbus_fd (UFFD_FEATURE_SIGBUS), poisoned and
- * unregistered - SIGBUS in the purging process only.  A refill region is
- * armed anyway (the callback needs the thread; kernel accesses to its
+ * unregistered - SIGBUS in the purging process only (counted as a
+ * fallback: "UFFD_USER_MODE_ONLY").  A refill region is armed anyway,
+ * MISSING mode only (the callback needs the thread; kernel accesses to its
  * purged pages get EFAULT).  A mapping the kernel refuses to register
  * (EPERM: a read-only descriptor's; EBUSY: a registration of the
  * application's) reads zeros where a purge punched; uffd_fallbacks()
@@ -61,15 +81,19 @@
  * on the parent's mm): our atfork child handler closes them, probes afresh
  * and arms the child's copies of regions again with a uffd and a fault
  * thread of its own; the application mappings (which may be gone, their
- * address reused) are armed again at the child's first purge, if they
- * still map the file (appmap_holds), and so are regions where the
- * handler failed.
+ * address reused) are armed again at the child's first purge or vrange()
+ * call (uffd_rearm), if they still map the file (appmap_holds), and so are
+ * regions where the handler failed.  A child's copy that read a hole
+ * before that has a page of zeros mapped there: arming unmaps the purged
+ * pages before it poisons them (walk_poison_armed).  Every first touch of
+ * the child's copies is a minor fault: a round trip per megabyte.
  *
  * The callback runs on the fault thread with no library lock held, so it
  * may call the library (mark, query, even create regions); it must not
- * destroy the region it is filling, nor touch a hole of an armed mapping
- * (a page never touched, or purged) - that fault would wait for the
- * thread that is running the callback.  While it runs, other faults wait.
+ * destroy the region it is filling, nor touch a page an armed mapping
+ * does not map (a hole: never touched, or purged; a page this process has
+ * not touched yet) - that fault would wait for the thread that is running
+ * the callback.  While it runs, other faults wait.
  * A kernel access to a purged page of a refill region (read(2) into it)
  * gets EFAULT where only UFFD_USER_MODE_ONLY was available (non-root).
  *
