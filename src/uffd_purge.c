@@ -1121,6 +1121,7 @@ static int walk_poison_armed(const struct rt_range *rr, void *arg)
 /* Register a's mapping for good and list it.  No lock held. */
 static int arm_entry(struct uffd_armed *a)
 {
+	bool minor = minor_here();
 	int r;
 
 	/* Listed first: the thread must know every fault it can be sent. */
@@ -1129,8 +1130,14 @@ static int arm_entry(struct uffd_armed *a)
 	if (r == 0) {
 		r = uffd_register_mode(fault_fd, a->start, a->len,
 				       UFFDIO_REGISTER_MODE_MISSING |
-				       (minor_here() ? UFFDIO_REGISTER_MODE_MINOR : 0),
+				       (minor ? UFFDIO_REGISTER_MODE_MINOR : 0),
 				       NULL);
+		/* A kind of mapping that takes missing faults only: armed for
+		 * those, counted below. */
+		if (r == -EINVAL && minor) {
+			minor = false;
+			r = uffd_register(fault_fd, a->start, a->len, NULL);
+		}
 		if (r == 0) {
 			a->m->armed = a;
 			/* Pages purged before this mapping came: poisoned now,
@@ -1147,11 +1154,12 @@ static int arm_entry(struct uffd_armed *a)
 	}
 	if (r < 0) {
 		unlist(a);
-	} else if (minor_here()) {
+	} else if (minor) {
 		clear_partial(a->m);
 	} else {
-		note_partial(a->m, minor_ok ? "UFFD_USER_MODE_ONLY"
-					    : "no minor faults on shmem");
+		note_partial(a->m, !minor_ok ? "no minor faults on shmem"
+			     : whole_ok() ? "EINVAL: no minor faults"
+					  : "UFFD_USER_MODE_ONLY");
 	}
 	return r;
 }
