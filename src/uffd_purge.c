@@ -176,8 +176,9 @@ struct uffdio_continue {
 #define MINOR_MIN 16u
 
 /*
- * An armed mapping: registered MISSING, whole, on fault_fd, so every touch
- * of a hole in it - a page another process purged, or one never touched -
+ * An armed mapping: registered MISSING (and MINOR where minor_here()),
+ * whole, on fault_fd, so every touch of a hole in it - a page another
+ * process purged, or one never touched - and of a page it does not map yet
  * comes to the fault thread, which decides from the file's state.
  */
 struct uffd_armed {
