@@ -363,9 +363,9 @@ static void uffd_wake(int fd, void *addr, size_t len)
 	ioctl(fd, UFFDIO_WAKE, &range);
 }
 
-/* One registration of a shmem page in mode, to see that the kernel takes
- * it and offers the ioctl numbered need. */
-static int probe_shmem(int fd, uint64_t mode, int need)
+/* One registration of a shmem page, to see that the kernel takes it and
+ * offers UFFDIO_POISON there. */
+static int probe_shmem(int fd)
 {
 	uint64_t ioctls = 0;
 	int mfd = memfd_create("vrange-uffd-probe", MFD_CLOEXEC), r;
@@ -382,10 +382,10 @@ static int probe_shmem(int fd, uint64_t mode, int need)
 		r = -errno;
 		goto out;
 	}
-	r = uffd_register_mode(fd, p, vr_page_size, mode, &ioctls);
+	r = uffd_register(fd, p, vr_page_size, &ioctls);
 	if (r == 0) {
 		uffd_unregister(fd, p, vr_page_size);
-		if (!(ioctls & (1ULL << need)))
+		if (!(ioctls & (1ULL << _UFFDIO_POISON)))
 			r = -EOPNOTSUPP;
 	}
 out:
@@ -483,7 +483,7 @@ static int probe_locked(void)
 	}
 	r = uffd_api(fd, need, NULL);
 	if (r == 0)
-		r = probe_shmem(fd, UFFDIO_REGISTER_MODE_MISSING, _UFFDIO_POISON);
+		r = probe_shmem(fd);
 	if (r < 0) {
 		if (r == -EOPNOTSUPP)
 			snprintf(reason, sizeof(reason), "no UFFDIO_POISON");
@@ -497,11 +497,12 @@ static int probe_locked(void)
 	 * mapping does not map comes to the fault thread too - a hole another
 	 * mapping (a ZERO-mode one) filled after a purge.  Without them such
 	 * a page reads zeros here: every armed mapping counts as a fallback
-	 * (note_partial).
+	 * (note_partial).  The kernel's word, not a trial registration: one
+	 * that failed for want of memory or descriptors would cost minor
+	 * faults for good; a mapping the kernel refuses them is counted when
+	 * it is armed (arm_entry).
 	 */
-	minor_ok = (have & UFFD_FEATURE_MINOR_SHMEM) &&
-		   probe_shmem(fd, UFFDIO_REGISTER_MODE_MISSING |
-				   UFFDIO_REGISTER_MODE_MINOR, _UFFDIO_CONTINUE) == 0;
+	minor_ok = have & UFFD_FEATURE_MINOR_SHMEM;
 	sigbus_fd = fd;
 	reason[0] = '\0';
 	return 0;
@@ -1255,7 +1256,7 @@ int uffd_arm(struct vfile *f, struct vmap *m, bool force)
 	if (r < 0) {
 		r = arm_transient(f, m);
 		if (r == 0)
-			note_partial(m, whole_ok() ? "no fault thread"
+			note_partial(m, whole_ok() ? "armed around purges only"
 						   : "UFFD_USER_MODE_ONLY");
 	}
 	if (r < 0)
