@@ -753,6 +753,11 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	int r;
 
 	vr_init();
+	/* A fork child's copies of application mappings signal again from
+	 * the first call that passes one to vrange() (libvrange(7), Fork):
+	 * armed here, before any lock, not only at the child's first purge.
+	 * One atomic load unless a fork left some to arm. */
+	uffd_rearm();
 	if (!atomic_load_explicit(&anon_ready, memory_order_acquire)) {
 		pthread_once(&once, init_once);
 		atomic_store_explicit(&anon_ready, true, memory_order_release);

@@ -4,9 +4,10 @@
  *
  * Every SIGBUS mapping the library knows of (a region's, an application
  * mapping passed to vrange()) is armed when it is learnt: registered
- * whole, MISSING mode, on fault_fd, a uffd without UFFD_FEATURE_SIGBUS
- * whose fault thread decides every touch of a hole from the file's state
- * (measured on Linux 6.18):
+ * whole, MISSING and MINOR mode, on fault_fd, a uffd without
+ * UFFD_FEATURE_SIGBUS whose fault thread decides every touch of a hole -
+ * and of a page the file has but this mapping does not map yet - from the
+ * file's state (measured on Linux 6.18):
  *
  *   purged, still      UFFDIO_POISON on the page, wake: the toucher retries,
  *   volatile           meets the marker and gets SIGBUS (BUS_ADRERR, si_addr
@@ -17,6 +18,23 @@
  *                      mapping takes twice as many pages as that one (up
  *                      to FILL_MAX), if none of them is volatile: a memset
  *                      of a fresh region costs a round trip per megabyte.
+ *                      A minor fault (the file has the page): UFFDIO_CONTINUE
+ *                      over its aligned block of FILL_MAX pages, if none of
+ *                      them is purged (MINOR_MIN pages, else the one).
+ *
+ * Why minor faults: one file, two access modes (contract 6).  A ZERO-mode
+ * mapping of the file (a region adopted so, in any process; a shim area;
+ * any mapping the library never saw) that reads a purged hole fills it, in
+ * the file, for every mapping - the kernel has no private zero page for a
+ * shared mapping.  Registered MISSING only, a SIGBUS mapping would then map
+ * that page and read zeros.  With MINOR the touch still comes here, and the
+ * tree still says purged (until mark_nonvolatile): the thread poisons it
+ * (UFFDIO_POISON takes a page that is in the file but not in this
+ * mapping) and the toucher gets SIGBUS.  A refill region's such page is
+ * punched again and refilled.  Where minor faults are missing (before
+ * Linux 5.14) or would break the kernel's own accesses (a user-mode-only
+ * uffd: EFAULT on every page not mapped yet), the mapping keeps SIGBUS
+ * mode for holes and counts in the fallbacks (note_partial).
  *
  * Why for good, and not only around purges: poison markers and
  * registrations live in one process's page tables, and a purge may come
@@ -41,15 +59,17 @@
  *                      requires.  Markers in other processes stay; their
  *                      SIGBUS fixup (sigbus_fixup.c) clears them.
  *
- * shmem only raises MISSING faults where the file has a hole, so pages
- * with data never meet the thread.
+ * shmem raises MISSING faults where the file has a hole and MINOR faults
+ * where it has a page this mapping does not map yet; pages this mapping
+ * maps never meet the thread.
  *
  * Where the only uffd to be had is UFFD_USER_MODE_ONLY (no privilege,
  * vm.unprivileged_userfaultfd=0), a registration for good would make the
  * kernel's accesses to fresh pages EFAULT: there a mapping is registered
  * only around each purge, on sigbus_fd (UFFD_FEATURE_SIGBUS), poisoned and
- * unregistered - SIGBUS in the purging process only.  A refill region is
- * armed anyway (the callback needs the thread; kernel accesses to its
+ * unregistered - SIGBUS in the purging process only (counted as a
+ * fallback: "UFFD_USER_MODE_ONLY").  A refill region is armed anyway,
+ * MISSING mode only (the callback needs the thread; kernel accesses to its
  * purged pages get EFAULT).  A mapping the kernel refuses to register
  * (EPERM: a read-only descriptor's; EBUSY: a registration of the
  * application's) reads zeros where a purge punched; uffd_fallbacks()
@@ -61,15 +81,19 @@
  * on the parent's mm): our atfork child handler closes them, probes afresh
  * and arms the child's copies of regions again with a uffd and a fault
  * thread of its own; the application mappings (which may be gone, their
- * address reused) are armed again at the child's first purge, if they
- * still map the file (appmap_holds), and so are regions where the
- * handler failed.
+ * address reused) are armed again at the child's first purge or vrange()
+ * call (uffd_rearm), if they still map the file (appmap_holds), and so are
+ * regions where the handler failed.  A child's copy that read a hole
+ * before that has a page of zeros mapped there: arming unmaps the purged
+ * pages before it poisons them (walk_poison_armed).  Every first touch of
+ * the child's copies is a minor fault: a round trip per megabyte.
  *
  * The callback runs on the fault thread with no library lock held, so it
  * may call the library (mark, query, even create regions); it must not
- * destroy the region it is filling, nor touch a hole of an armed mapping
- * (a page never touched, or purged) - that fault would wait for the
- * thread that is running the callback.  While it runs, other faults wait.
+ * destroy the region it is filling, nor touch a page an armed mapping
+ * does not map (a hole: never touched, or purged; a page this process has
+ * not touched yet) - that fault would wait for the thread that is running
+ * the callback.  While it runs, other faults wait.
  * A kernel access to a purged page of a refill region (read(2) into it)
  * gets EFAULT where only UFFD_USER_MODE_ONLY was available (non-root).
  *
@@ -122,15 +146,39 @@ struct uffdio_poison {
 };
 #define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
 #endif
+/* Minor faults on shmem: Linux 5.14 (the 6.1 headers have them; older
+ * ones may not). */
+#ifndef UFFD_FEATURE_MINOR_SHMEM
+#define UFFD_FEATURE_MINOR_SHMEM (1 << 10)
+#endif
+#ifndef UFFDIO_REGISTER_MODE_MINOR
+#define UFFDIO_REGISTER_MODE_MINOR ((__u64)1 << 2)
+#endif
+#ifndef UFFD_PAGEFAULT_FLAG_MINOR
+#define UFFD_PAGEFAULT_FLAG_MINOR (1 << 2)
+#endif
+#ifndef _UFFDIO_CONTINUE
+#define _UFFDIO_CONTINUE (0x07)
+struct uffdio_continue {
+	struct uffdio_range range;
+	__u64 mode;
+	__s64 mapped;
+};
+#define UFFDIO_CONTINUE _IOWR(UFFDIO, _UFFDIO_CONTINUE, struct uffdio_continue)
+#endif
 
 /* Fault messages read at once by the fault thread. */
 #define UFFD_MSGS 16
 /* Most pages one zero fill of a sequential first touch installs (1 MiB). */
 #define FILL_MAX 256u
+/* Fewest pages a minor fault maps (the kernel's own fault-around, which a
+ * minor registration turns off: 64 KiB). */
+#define MINOR_MIN 16u
 
 /*
- * An armed mapping: registered MISSING, whole, on fault_fd, so every touch
- * of a hole in it - a page another process purged, or one never touched -
+ * An armed mapping: registered MISSING (and MINOR where minor_here()),
+ * whole, on fault_fd, so every touch of a hole in it - a page another
+ * process purged, or one never touched - and of a page it does not map yet
  * comes to the fault thread, which decides from the file's state.
  */
 struct uffd_armed {
@@ -162,6 +210,7 @@ static pthread_cond_t list_cond = PTHREAD_COND_INITIALIZER;
 static struct uffd_armed *armed_list;
 static struct uffd_armed *rearm_list; /* a fork child's, not yet again */
 static _Atomic bool rearm_pending;
+static bool minor_ok;       /* fault_fd takes minor faults; probe_lock */
 static _Atomic uint64_t fallbacks;   /* mappings that could not be armed */
 static char fallback_why[32];        /* the last reason, for stats */
 
@@ -247,11 +296,12 @@ static int uffd_api(int fd, uint64_t features, uint64_t *got)
 	return 0;
 }
 
-static int uffd_register(int fd, void *addr, size_t len, uint64_t *ioctls)
+static int uffd_register_mode(int fd, void *addr, size_t len, uint64_t mode,
+			      uint64_t *ioctls)
 {
 	struct uffdio_register reg = {
 		.range = { (uintptr_t)addr, len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
+		.mode = mode,
 	};
 
 	if (ioctl(fd, UFFDIO_REGISTER, &reg) < 0)
@@ -259,6 +309,12 @@ static int uffd_register(int fd, void *addr, size_t len, uint64_t *ioctls)
 	if (ioctls)
 		*ioctls = reg.ioctls;
 	return 0;
+}
+
+static int uffd_register(int fd, void *addr, size_t len, uint64_t *ioctls)
+{
+	return uffd_register_mode(fd, addr, len, UFFDIO_REGISTER_MODE_MISSING,
+				  ioctls);
 }
 
 static int uffd_unregister(int fd, void *addr, size_t len)
@@ -307,7 +363,8 @@ static void uffd_wake(int fd, void *addr, size_t len)
 	ioctl(fd, UFFDIO_WAKE, &range);
 }
 
-/* One registration of a shmem page, to see that the kernel takes it. */
+/* One registration of a shmem page, to see that the kernel takes it and
+ * offers UFFDIO_POISON there. */
 static int probe_shmem(int fd)
 {
 	uint64_t ioctls = 0;
@@ -435,6 +492,17 @@ static int probe_locked(void)
 		close(fd);
 		return r;
 	}
+	/*
+	 * Minor faults (Linux 5.14): a touch of a page the file has but this
+	 * mapping does not map comes to the fault thread too - a hole another
+	 * mapping (a ZERO-mode one) filled after a purge.  Without them such
+	 * a page reads zeros here: every armed mapping counts as a fallback
+	 * (note_partial).  The kernel's word, not a trial registration: one
+	 * that failed for want of memory or descriptors would cost minor
+	 * faults for good; a mapping the kernel refuses them is counted when
+	 * it is armed (arm_entry).
+	 */
+	minor_ok = have & UFFD_FEATURE_MINOR_SHMEM;
 	sigbus_fd = fd;
 	reason[0] = '\0';
 	return 0;
@@ -491,6 +559,17 @@ const char *uffd_fallback_reason(void)
 static bool whole_ok(void)
 {
 	return open_how != OPEN_USER_ONLY;
+}
+
+/*
+ * Register armed mappings for minor faults too?  Where the kernel has
+ * them - but not on a user-mode-only uffd (a refill region's, armed there
+ * anyway): the kernel's own accesses (read(2) into the memory) to every
+ * page this mapping does not map yet would get EFAULT, not only to holes.
+ */
+static bool minor_here(void)
+{
+	return minor_ok && whole_ok();
 }
 
 /* ---- the fault thread ---------------------------------------------------- */
@@ -566,6 +645,82 @@ static void fill_not_purged(struct uffd_armed *a, char *page)
 	a->run_end = page + (w << vr_page_shift);
 	if (!zero_fill(page, w << vr_page_shift))
 		uffd_wake(fault_fd, page, vr_page_size);
+}
+
+/*
+ * Map the file's pages into [addr, addr + len) (UFFDIO_CONTINUE), stepping
+ * over pages mapped by now (-EEXIST), and stopping at a hole (-EFAULT: its
+ * touch comes as a missing fault) or after a few steps: a window is a
+ * guess, never worth more than a handful of calls.  True if addr itself
+ * was mapped (the kernel woke its waiters).
+ */
+static bool continue_fill(char *addr, size_t len)
+{
+	char *p = addr, *end = addr + len;
+	bool first = false;
+
+	for (int calls = 0; p < end && calls < 8; calls++) {
+		struct uffdio_continue c = {
+			.range = { (uintptr_t)p, (size_t)(end - p) },
+		};
+		size_t done;
+
+		if (ioctl(fault_fd, UFFDIO_CONTINUE, &c) == 0) {
+			first = first || p == addr;
+			break;
+		}
+		done = c.mapped > 0 ? (size_t)c.mapped : 0;
+		if (p == addr && done)
+			first = true;
+		if (errno == EAGAIN && done) {
+			p += done;
+			continue;
+		}
+		if (errno != EEXIST)
+			break;
+		p += done + vr_page_size;
+	}
+	return first;
+}
+
+/*
+ * A minor fault: the file has the page, this mapping does not map it (a
+ * fork child's first touch, a page another process or mapping wrote), and
+ * it is not purged.  Map it, and with it the rest of its aligned block of
+ * FILL_MAX pages (or of MINOR_MIN, the kernel's own fault-around that a
+ * minor registration turns off), unless a page of the block is purged: a
+ * purged page the file has again (filled through a ZERO-mode mapping)
+ * must come to the thread on its own touch.  Pages the file has are no
+ * memory to allocate, so a block costs page table entries only, and
+ * touches in any order cost a round trip per megabyte.  File lock held.
+ */
+static void map_not_purged(struct uffd_armed *a, char *page)
+{
+	static const size_t blocks[] = { FILL_MAX, MINOR_MIN };
+	char *lo = page, *hi = page + vr_page_size;
+
+	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+		size_t bytes = blocks[i] << vr_page_shift;
+		uintptr_t off = (uintptr_t)(page - a->m->base) & ~(uintptr_t)(bytes - 1);
+		char *s = a->m->base + off, *e = s + bytes;
+		uint64_t vol = 0, purged = 0;
+
+		if (s < a->start)
+			s = a->start;
+		if (e > a->start + a->len)
+			e = a->start + a->len;
+		if (rt_count(&a->f->tree, (uint64_t)(s - a->m->base) >> vr_page_shift,
+			     (uint64_t)(e - a->m->base) >> vr_page_shift,
+			     &vol, &purged) == 0 && !purged) {
+			lo = s;
+			hi = e;
+			break;
+		}
+	}
+	if (!continue_fill(page, (size_t)(hi - page)))
+		uffd_wake(fault_fd, page, vr_page_size);
+	if (lo < page)
+		continue_fill(lo, (size_t)(page - lo));
 }
 
 /*
@@ -662,7 +817,7 @@ static void serve_refill(struct uffd_armed *a, struct vrange_region *r,
 	vfile_unlock(a->f);
 }
 
-static void serve_fault(char *page, void *buf)
+static void serve_fault(char *page, bool minor, void *buf)
 {
 	struct uffd_armed *a = find_and_hold(page);
 	struct vrange_region *r;
@@ -680,11 +835,23 @@ static void serve_fault(char *page, void *buf)
 	}
 	r = a->m->region;
 	if (!page_purged(a->f, pg)) {
-		fill_not_purged(a, page);
+		if (minor)
+			map_not_purged(a, page);
+		else
+			fill_not_purged(a, page);
 	} else if (r && r->refill) {
+		/* Purged, yet the file has the page: another mapping filled
+		 * the hole (zeros, or whatever was written there while it was
+		 * volatile).  Punch it again, so the callback's page can go
+		 * in (UFFDIO_COPY needs a hole). */
+		if (minor)
+			fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  (off_t)(pg << vr_page_shift), (off_t)vr_page_size);
 		serve_refill(a, r, page, pg, buf);
 		goto out;
 	} else {
+		/* Purged: a hole, or a page another mapping filled since (a
+		 * minor fault) - SIGBUS either way, until it is unmarked. */
 		poison_and_wake(page);
 	}
 	vfile_unlock(a->f);
@@ -730,7 +897,9 @@ static void *fault_main(void *arg)
 			if (msgs[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			a = (uintptr_t)msgs[i].arg.pagefault.address;
-			serve_fault((char *)(a & ~(uintptr_t)(vr_page_size - 1)), buf);
+			serve_fault((char *)(a & ~(uintptr_t)(vr_page_size - 1)),
+				    msgs[i].arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_MINOR,
+				    buf);
 		}
 	}
 	pthread_mutex_lock(&probe_lock);
@@ -757,7 +926,8 @@ static int ensure_fault_thread(void)
 			r = fd;
 			goto out;
 		}
-		r = uffd_api(fd, UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_POISON, NULL);
+		r = uffd_api(fd, UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_POISON |
+				 (minor_ok ? UFFD_FEATURE_MINOR_SHMEM : 0), NULL);
 		if (r < 0) {
 			close(fd);
 			goto out;
@@ -812,6 +982,38 @@ static void note_fallback(struct vmap *m, int err)
 	pthread_mutex_unlock(&list_lock);
 	vr_debug("uffd: the mapping at %p cannot raise SIGBUS (%s): purged "
 		 "pages read zeros there", (void *)(m->base + m->first), why);
+}
+
+/*
+ * A mapping that raises SIGBUS, but not everywhere the contract asks
+ * (contract 6: one file, two access modes): where a purged hole is filled
+ * through another mapping (a ZERO-mode one, or any the library never saw)
+ * before it is touched here, it reads zeros - because the kernel has no
+ * minor faults on shmem (before 5.14), or because the mapping is only
+ * registered around this process's own purges (UFFD_USER_MODE_ONLY).
+ * Counted with the fallbacks, m->sigbus kept.
+ */
+static void note_partial(struct vmap *m, const char *why)
+{
+	if (m->fallback)
+		return;
+	m->fallback = true;
+	atomic_fetch_add(&fallbacks, 1);
+	pthread_mutex_lock(&list_lock);
+	snprintf(fallback_why, sizeof(fallback_why), "%s", why);
+	pthread_mutex_unlock(&list_lock);
+	vr_debug("uffd: the mapping at %p raises SIGBUS only in part (%s): a "
+		 "purged page filled through another mapping reads zeros there",
+		 (void *)(m->base + m->first), why);
+}
+
+/* Armed with minor faults after all (a refill, a fork child's re-arming). */
+static void clear_partial(struct vmap *m)
+{
+	if (m->fallback && m->sigbus) {
+		m->fallback = false;
+		atomic_fetch_sub(&fallbacks, 1);
+	}
 }
 
 static void list_add(struct uffd_armed *a)
@@ -906,21 +1108,38 @@ static int walk_poison_armed(const struct rt_range *rr, void *arg)
 		s = a->start;
 	if (e > a->start + a->len)
 		e = a->start + a->len;
-	if (s < e)
+	if (s < e) {
+		/* A page this mapping maps already (a fork child's copy read
+		 * the hole before it was armed again: the kernel filled it)
+		 * would stay in place of the marker.  Unmapped first - a
+		 * shared mapping's page stays in the file - it comes to the
+		 * thread on its next touch, if the poison does not land. */
+		madvise(s, (size_t)(e - s), MADV_DONTNEED);
 		uffd_poison(fault_fd, s, (size_t)(e - s));
+	}
 	return 0;
 }
 
 /* Register a's mapping for good and list it.  No lock held. */
 static int arm_entry(struct uffd_armed *a)
 {
+	bool minor = minor_here();
 	int r;
 
 	/* Listed first: the thread must know every fault it can be sent. */
 	list_add(a);
 	r = vfile_lock(a->f);
 	if (r == 0) {
-		r = uffd_register(fault_fd, a->start, a->len, NULL);
+		r = uffd_register_mode(fault_fd, a->start, a->len,
+				       UFFDIO_REGISTER_MODE_MISSING |
+				       (minor ? UFFDIO_REGISTER_MODE_MINOR : 0),
+				       NULL);
+		/* A kind of mapping that takes missing faults only: armed for
+		 * those, counted below. */
+		if (r == -EINVAL && minor) {
+			minor = false;
+			r = uffd_register(fault_fd, a->start, a->len, NULL);
+		}
 		if (r == 0) {
 			a->m->armed = a;
 			/* Pages purged before this mapping came: poisoned now,
@@ -935,8 +1154,15 @@ static int arm_entry(struct uffd_armed *a)
 		}
 		vfile_unlock(a->f);
 	}
-	if (r < 0)
+	if (r < 0) {
 		unlist(a);
+	} else if (minor) {
+		clear_partial(a->m);
+	} else {
+		note_partial(a->m, !minor_ok ? "no minor faults on shmem"
+			     : whole_ok() ? "EINVAL: no minor faults"
+					  : "UFFD_USER_MODE_ONLY");
+	}
 	return r;
 }
 
@@ -1027,8 +1253,12 @@ int uffd_arm(struct vfile *f, struct vmap *m, bool force)
 	/* Not whole, or no thread (out of descriptors, a fault in its
 	 * setup...) or no memory: registered around purges, as before.  Only
 	 * a mapping the kernel will not register at all falls back to zeros. */
-	if (r < 0)
+	if (r < 0) {
 		r = arm_transient(f, m);
+		if (r == 0)
+			note_partial(m, whole_ok() ? "armed around purges only"
+						   : "UFFD_USER_MODE_ONLY");
+	}
 	if (r < 0)
 		note_fallback(m, r);
 	return r;

@@ -52,15 +52,18 @@ int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
 
 /*
  * Arm m (on f's mapping list, m->sigbus set) for SIGBUS in this process:
- * register it whole, MISSING, on the fault thread's uffd, so that every
- * touch of a hole - a page any process purged, or one never touched -
- * is decided from the file's state: purged and still volatile raises
- * SIGBUS (or refills), anything else gets a zero page.  Where the kernel's
- * own accesses could not be served (a user-mode-only uffd) and force is
- * false, m is only checked and registered around purges instead.  A
- * mapping that cannot be registered (EPERM: a read-only descriptor's;
- * EBUSY: the application's own uffd) is a fallback: m->sigbus is cleared,
- * it reads zeros where a purge punched, and uffd_fallbacks() counts it.
+ * register it whole, MISSING and MINOR, on the fault thread's uffd, so
+ * that every touch of a hole - a page any process purged, or one never
+ * touched - or of a page this mapping does not map yet (another mapping
+ * filled a purged hole) is decided from the file's state: purged and still
+ * volatile raises SIGBUS (or refills), anything else gets a zero page or
+ * the file's page.  Where the kernel's own accesses could not be served
+ * (a user-mode-only uffd) and force is false, m is only checked and
+ * registered around purges instead.  A mapping that cannot be registered
+ * (EPERM: a read-only descriptor's; EBUSY: the application's own uffd) is
+ * a fallback: m->sigbus is cleared, it reads zeros where a purge punched,
+ * and uffd_fallbacks() counts it.  So does a mapping without minor faults
+ * (around purges only, or a kernel without them), m->sigbus kept.
  * Takes f's lock.  0 or -errno.
  */
 struct vfile;
@@ -68,7 +71,8 @@ int uffd_arm(struct vfile *f, struct vmap *m, bool force) VR_HIDDEN;
 /* Before m goes (unmapped, or its entry dropped): stop serving it. */
 void uffd_forget_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 /* A fork child: arm again what the parent had armed (the kernel dropped
- * the registrations).  Call with no library lock held (purge entry). */
+ * the registrations).  Call with no library lock held (purge entry,
+ * vrange() on anything but a region). */
 void uffd_rearm(void) VR_HIDDEN;
 
 /*

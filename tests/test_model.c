@@ -740,6 +740,110 @@ static void g_adopt(int p)
 	add_obj(o, p, OK_REGION, f, &res);
 }
 
+/*
+ * One file, two access modes (contract 6): a SIGBUS-mode region's page
+ * that a purge certainly discarded and that is still volatile never reads
+ * zeros - whichever process purged, whatever mapping (a ZERO-mode one
+ * here or in another process) read the hole first.  The region was armed
+ * before the purge or poisoned the purged pages when it came.
+ */
+static void check_sigbus_strict(int o, int i, int c)
+{
+	int f = O[o].file;
+	const struct pgm *g = &F[f].pg[i];
+
+	if (c == CLS_ZERO && O[o].kind == OK_REGION &&
+	    O[o].access == VRANGE_ACCESS_SIGBUS && F[f].kind != FK_ANON &&
+	    g->vol == 1 && g->must && !g->zok && !g->reset &&
+	    g->seed != 0 && g->seed != SEED_UNKNOWN)
+		fail("obj %d page %d (file %d, %s, purged by %d at #%u): a "
+		     "purged page of a SIGBUS-mode region reads zeros without "
+		     "a signal", o, i, f, kindname[F[f].kind], g->must_by,
+		     g->must_at);
+}
+
+/*
+ * A file some process uses as a region, adopted in process p in the other
+ * access mode (ZERO for a SIGBUS region's file, SIGBUS for a ZERO one's):
+ * one file, two access modes (contract 6).
+ */
+static void g_adopt_other(int p)
+{
+	struct m_op op = {.type = OP_ADOPT, .proc = (uint8_t)p};
+	struct m_res res;
+	int c[M_MAXOBJ], n = 0, o = free_obj(), r, f;
+
+	if (o < 0)
+		return;
+	for (int x = 0; x < M_MAXOBJ; x++)
+		if (O[x].used && O[x].kind == OK_REGION && P[p].hasfd[O[x].file])
+			c[n++] = x;
+	if (!n)
+		return;
+	r = c[rn((unsigned)n)];
+	f = O[r].file;
+	op.obj = (uint16_t)o;
+	op.file = (uint16_t)f;
+	op.npg = (uint8_t)F[f].npg;
+	op.arg = O[r].access == VRANGE_ACCESS_SIGBUS ? VRANGE_ACCESS_ZERO
+						     : VRANGE_ACCESS_SIGBUS;
+	tracef("#%u p%d ADOPT-OTHER o%d f%d(%s) access %d (o%d in p%d: %u)",
+	       opn, p, o, f, kindname[F[f].kind], op.arg, r, O[r].proc,
+	       O[r].access);
+	run_op(&op, &res, -1);
+	check_region_made(&op, &res);
+	if (res.rc)
+		return;
+	traceadd(" -> %#" PRIx64 " mode %d", res.addr, res.aux);
+	add_obj(o, p, OK_REGION, f, &res);
+}
+
+/*
+ * One page of a file read through every view of it, in every process, in
+ * a random order: a ZERO-mode view that reads a purged hole fills it for
+ * every mapping, and the SIGBUS-mode views read after it must still
+ * signal (check_sigbus_strict).
+ */
+static void g_read_views(void)
+{
+	int c[M_MAXOBJ], n = 0, f, i;
+
+	for (int x = 0; x < M_MAXOBJ; x++)
+		if (O[x].used && O[x].kind != OK_ANON && P[O[x].proc].alive)
+			c[n++] = x;
+	if (!n)
+		return;
+	f = O[c[rn((unsigned)n)]].file;
+	i = (int)rn((unsigned)F[f].npg);
+	n = 0;
+	for (int x = 0; x < M_MAXOBJ; x++)
+		if (O[x].used && O[x].file == f && P[O[x].proc].alive)
+			c[n++] = x;
+	for (int k = n - 1; k > 0; k--) {
+		int j = (int)rn((unsigned)(k + 1)), t = c[k];
+
+		c[k] = c[j];
+		c[j] = t;
+	}
+	tracef("#%u READ-VIEWS f%d(%s) page %d, %d views", opn, f,
+	       kindname[F[f].kind], i, n);
+	for (int k = 0; k < n; k++) {
+		struct m_op op = {.type = OP_READ, .proc = (uint8_t)O[c[k]].proc,
+				  .obj = (uint16_t)c[k]};
+		struct m_res res;
+
+		if (!O[c[k]].used || i >= O[c[k]].npg)
+			continue;
+		op.pg0 = (uint8_t)i;
+		op.npg = 1;
+		op.exp[0] = F[f].pg[i].seed;
+		run_op(&op, &res, -1);
+		traceadd(" o%d/p%d:%s", c[k], O[c[k]].proc, clsname(res.cls[0]));
+		check_sigbus_strict(c[k], i, res.cls[0]);
+		check_page(c[k], i, res.cls[0], -1);
+	}
+}
+
 static void forget_obj(int o)
 {
 	int p = O[o].proc;
@@ -1032,6 +1136,7 @@ static void g_read(int p, int o)
 		    (MODEL_SIGBUS_LATE_REGION || O[o].clean_birth))
 			fail("a purged page of a SIGBUS-mode region reads zeros "
 			     "without a signal");
+		check_sigbus_strict(o, a + i, res.cls[i]);
 		check_page(o, a + i, res.cls[i], -1);
 	}
 }
@@ -1546,6 +1651,67 @@ static int child_check(void)
 	return bad;
 }
 
+/*
+ * The child's copy of an application mapping of a file, passed to
+ * vrange() again (a run of pages the model knows volatile, marked
+ * volatile once more: nothing changes in the model): from that call on a
+ * purged page signals there in SIGBUS mode, zeros elsewhere (libvrange(7),
+ * Fork) - even where the child read the hole through the copy before.
+ */
+static int child_vrange_copies(void)
+{
+	struct vrange_stats st;
+	int bad = 0, sigbus;
+
+	if (vrange_get_stats(&st) != 0)
+		return 1;
+	sigbus = st.access_fallback[0] == '\0';
+	for (int o = 0; o < M_MAXOBJ; o++) {
+		struct m_op op;
+		struct m_res res;
+		int f = O[o].file, a, b;
+
+		if (!O[o].used || O[o].proc != 0 || O[o].kind != OK_MAP ||
+		    F[f].kind == FK_ANON || rn(2))
+			continue;
+		a = (int)rn((unsigned)O[o].npg);
+		for (b = a; b < O[o].npg && F[f].pg[b].vol == 1; b++)
+			;
+		if (b == a)
+			continue;
+		if (vrange((char *)(uintptr_t)O[o].addr + (size_t)a * ps,
+			   (size_t)(b - a) * ps, VRANGE_VOLATILE, NULL) != 0) {
+			fprintf(stderr, "forked child: vrange on its copy of "
+					"obj %d failed\n", o);
+			return 1;
+		}
+		memset(&op, 0, sizeof(op));
+		op.type = OP_READ;
+		op.obj = (uint16_t)o;
+		op.pg0 = (uint8_t)a;
+		op.npg = (uint8_t)(b - a);
+		for (int i = a; i < b; i++)
+			op.exp[i - a] = F[f].pg[i].seed;
+		model_exec(&op, -1, &res);
+		for (int i = a; i < b; i++) {
+			const struct pgm *g = &F[f].pg[i];
+			int c = res.cls[i - a];
+
+			if (!g->must || g->zok || g->reset || !g->seed ||
+			    g->seed == SEED_UNKNOWN)
+				continue;
+			if (c != (sigbus ? CLS_SIGBUS : CLS_ZERO)) {
+				fprintf(stderr, "forked child: obj %d (%s) page "
+					"%d, purged, %s after vrange() on the "
+					"copy\n", o, kindname[F[f].kind], i,
+					clsname(c));
+				bad = 1;
+			}
+		}
+	}
+	return bad;
+}
+
 static void g_fork(void)
 {
 	int purge = MODEL_FORK_PURGE && rn(2);
@@ -1562,6 +1728,8 @@ static void g_fork(void)
 
 		alarm(60);
 		bad = child_check();
+		if (!bad)
+			bad = child_vrange_copies();
 		bad |= mcache_child_check();
 		if (!bad && purge && vrange_purge(SIZE_MAX) < 0)
 			bad = 2;
@@ -1689,6 +1857,10 @@ static void step(void)
 		g_reap_zombie();
 	else if (r < 982 && p == 0 && rn(4) == 0)
 		g_fork(); /* ~0.05%: a fork costs as much as a thousand steps */
+	else if (r >= 982 && r < 990)
+		g_adopt_other(p);
+	else if (r >= 990 && r < 998)
+		g_read_views();
 	else
 		g_read(p, o);
 	mcache_step(opn, P[0].budget);

@@ -129,6 +129,8 @@ static int in_page(const void *a, const void *page)
 enum op { OP_ADOPT, OP_READ, OP_RECOVER, OP_MARK, OP_UNMARK, OP_WRITE,
 	  OP_PURGE, OP_QUIT };
 
+/* OP_ADOPT's len: the access flags of vrange_region_adopt(). */
+
 struct req {
 	int op;
 	uint64_t off, len;
@@ -164,7 +166,7 @@ static void peer_serve(int sock)
 		memset(&a, 0, sizeof(a));
 		switch (q.op) {
 		case OP_ADOPT:
-			a.rc = vrange_region_adopt(fd, 0, &r);
+			a.rc = vrange_region_adopt(fd, (unsigned int)q.len, &r);
 			close(fd);
 			base = r ? vrange_region_base(r) : NULL;
 			break;
@@ -595,6 +597,151 @@ START_TEST(fork_child_signals)
 }
 END_TEST
 
+/* ---- one file, two access modes ------------------------------------------ */
+
+/*
+ * Page 2 of a SIGBUS region, purged by another process, is read through a
+ * ZERO-mode mapping of the same file first: that fills the hole for every
+ * mapping of the file.  The SIGBUS mappings - the region's, an application
+ * mapping passed to vrange() - must still signal (contract 6: one file, two
+ * access modes), and nothing falls back.
+ */
+static void expect_sigbus_after_zero_read(vrange_region *r, unsigned char *m)
+{
+	struct vrange_stats st;
+	unsigned char *p = vrange_region_base(r), v = 1;
+	int purged = 0;
+
+	ck_assert_int_eq(try_read(p + 2 * ps + 3, &v), sigbus_mode());
+	if (sigbus_mode())
+		ck_assert(in_page(bus_addr, p + 2 * ps));
+	else
+		ck_assert_int_eq(v, 0);
+	ck_assert_int_eq(try_read(m + 2 * ps + 5, &v), sigbus_mode());
+	if (sigbus_mode())
+		ck_assert(in_page(bus_addr, m + 2 * ps));
+	/* Untouched by the purge: data, no signal. */
+	ck_assert_int_eq(try_read(p + 6 * ps, &v), 0);
+	ck_assert_int_eq(v, 'a');
+	ck_assert_int_eq(vrange_get_stats(&st), 0);
+	ck_assert_uint_eq(st.sigbus_fallbacks, 0);
+	/* Taken back: a page again, no signal, in both. */
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 2 * ps, ps), VRANGE_PURGED);
+	ck_assert_int_eq(try_read(p + 2 * ps, &v), 0);
+	ck_assert_int_eq(try_read(m + 2 * ps, &v), 0);
+	ck_assert_int_eq(vrange(m + 3 * ps, ps, VRANGE_NONVOLATILE, &purged), 0);
+	ck_assert_int_eq(purged, 1);
+}
+
+/* The ZERO-mode mapping in this process, the purge in another. */
+START_TEST(zero_adopter_here_other_purges)
+{
+	struct peer b;
+	vrange_region *r, *z = NULL;
+	unsigned char *m, *zp, v = 1;
+
+	catch_bus();
+	b = peer_start();
+	r = region();
+	memset(vrange_region_base(r), 'a', 8 * ps);
+	m = mmap(NULL, PAGES * ps, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 vrange_region_fd(r), 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_int_eq(vrange_region_adopt(vrange_region_fd(r), VRANGE_ACCESS_ZERO, &z), 0);
+	ck_assert_uint_eq(vrange_region_access(z), VRANGE_ACCESS_ZERO);
+	zp = vrange_region_base(z);
+	ck_assert_int_eq(peer_call(&b, OP_ADOPT, 0, 0, 0, vrange_region_fd(r)).rc, 0);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, 4 * ps), 0);
+	ck_assert_int_eq(vrange(m, 4 * ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_ge(peer_call(&b, OP_PURGE, 0, 0, 0, -1).rc, (int64_t)(4 * ps));
+	ck_assert_int_eq(try_read(zp + 2 * ps + 1, &v), 0);
+	ck_assert_int_eq(v, 0);
+	expect_sigbus_after_zero_read(r, m);
+	peer_stop(&b);
+	ck_assert_int_eq(munmap(m, PAGES * ps), 0);
+	vrange_region_destroy(z);
+	vrange_region_destroy(r);
+}
+END_TEST
+
+/* The ZERO-mode mapping in the process that purged. */
+START_TEST(zero_adopter_purges)
+{
+	struct peer b;
+	vrange_region *r;
+	unsigned char *m;
+	struct rep a;
+
+	catch_bus();
+	b = peer_start();
+	r = region();
+	memset(vrange_region_base(r), 'a', 8 * ps);
+	m = mmap(NULL, PAGES * ps, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 vrange_region_fd(r), 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_int_eq(peer_call(&b, OP_ADOPT, 0, VRANGE_ACCESS_ZERO, 0,
+				   vrange_region_fd(r)).rc, 0);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, 4 * ps), 0);
+	ck_assert_int_eq(vrange(m, 4 * ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_ge(peer_call(&b, OP_PURGE, 0, 0, 0, -1).rc, (int64_t)(4 * ps));
+	a = peer_call(&b, OP_READ, 2 * ps + 1, 0, 0, -1);
+	ck_assert_int_eq(a.sig, 0);
+	ck_assert_int_eq(a.val, 0);
+	expect_sigbus_after_zero_read(r, m);
+	peer_stop(&b);
+	ck_assert_int_eq(munmap(m, PAGES * ps), 0);
+	vrange_region_destroy(r);
+}
+END_TEST
+
+/*
+ * The parent maps a SIGBUS region's file itself, passes the mapping to
+ * vrange() and purges; a fork child reads a purged page through its copy
+ * (zeros: not armed yet), passes the copy to vrange() again and reads it
+ * again: SIGBUS from that call on (libvrange(7), Fork).
+ */
+START_TEST(fork_child_app_mapping_vrange)
+{
+	vrange_region *r;
+	unsigned char *m, v;
+	int st;
+	pid_t pid;
+
+	catch_bus();
+	r = region();
+	m = mmap(NULL, PAGES * ps, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 vrange_region_fd(r), 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	memset(m, 'a', 8 * ps);
+	ck_assert_int_eq(vrange(m, 4 * ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(4 * ps));
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int bad = 0, sig;
+
+		alarm(30);
+		/* Before: the copy is not armed yet, and reading the hole
+		 * maps a page of zeros into it (documented). */
+		bad |= (try_read(m + 2 * ps, &v) != 0 || v != 0) << 3;
+		bad |= vrange(m, 4 * ps, VRANGE_VOLATILE, NULL) != 0;
+		sig = try_read(m + 2 * ps, &v);
+		if (sigbus_mode())
+			bad |= (sig != 1 || !in_page(bus_addr, m + 2 * ps)) << 1;
+		else
+			bad |= (sig != 0 || v != 0) << 1;
+		bad |= (try_read(m + 5 * ps, &v) != 0 || v != 'a') << 2;
+		_exit(bad);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	/* The parent's mapping signals still. */
+	ck_assert_int_eq(try_read(m + 2 * ps, &v), sigbus_mode());
+	ck_assert_int_eq(munmap(m, PAGES * ps), 0);
+	vrange_region_destroy(r);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("sigbus-everywhere");
@@ -607,6 +754,12 @@ Suite *test_suite(void)
 	tcase_add_test(tc, app_mapping_other_process);
 	tcase_add_test(tc, newcomer_at_old_address);
 	tcase_add_test(tc, fork_child_signals);
+	tcase_add_test(tc, fork_child_app_mapping_vrange);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("two access modes");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, zero_adopter_here_other_purges);
+	tcase_add_test(tc, zero_adopter_purges);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fallbacks");
 	tcase_add_test(tc, read_only_falls_back);

@@ -632,6 +632,37 @@ START_TEST(refill_basic)
 }
 END_TEST
 
+/* A purged page read first through a ZERO-mode adopter of the same file
+ * (which fills the hole for every mapping): the refill region's touch
+ * still goes to its callback, and the data is the callback's. */
+START_TEST(refill_after_zero_read)
+{
+	vrange_region *r = refill_region(8, NULL), *z = NULL;
+	char *b, *zb;
+	int calls;
+
+	if (!r)
+		return;
+	catch_bus();
+	b = vrange_region_base(r);
+	memset(b, '#', 8 * ps);
+	ck_assert_int_eq(vrange_region_adopt(vrange_region_fd(r), VRANGE_ACCESS_ZERO, &z), 0);
+	zb = vrange_region_base(z);
+	ck_assert_int_eq(vrange_mark_volatile(r, 0, 8 * ps), 0);
+	ck_assert_int_gt(vrange_region_purge(r), 0);
+	ck_assert_int_eq(zb[3 * ps + 7], 0);
+	calls = fill_calls;
+	ck_assert(page_ok(b, 3 * ps));
+	ck_assert_int_eq(fill_calls, calls + 1);
+	ck_assert_int_eq(bus_count, 0);
+	/* Refilled in the file: the ZERO mapping sees the callback's data. */
+	ck_assert(page_ok(zb, 3 * ps));
+	ck_assert_int_eq(vrange_mark_nonvolatile(r, 3 * ps, ps), VRANGE_INTACT);
+	vrange_region_destroy(z);
+	vrange_region_destroy(r);
+}
+END_TEST
+
 START_TEST(refill_error_sigbus)
 {
 	size_t fail_page = 3;
@@ -963,6 +994,19 @@ static int helper_nobody(void)
 			r ? vrange_region_access(r) : 0, st.access_fallback);
 		return 1;
 	}
+	/* Registered around its own purges only: a hole another mapping
+	 * fills reads zeros here - a fallback, counted and named. */
+	{
+		struct vrange_stats st;
+
+		if (vrange_get_stats(&st) != 0 || st.sigbus_fallbacks != 1 ||
+		    strcmp(st.sigbus_fallback, "UFFD_USER_MODE_ONLY")) {
+			fprintf(stderr, "as nobody: sigbus_fallbacks %llu '%s'\n",
+				(unsigned long long)st.sigbus_fallbacks,
+				st.sigbus_fallback);
+			return 1;
+		}
+	}
 	if (install_bus_handler() < 0)
 		return 1;
 	b = vrange_region_base(r);
@@ -1075,6 +1119,7 @@ Suite *test_suite(void)
 
 	tc = tcase_create("refill");
 	tcase_add_test(tc, refill_basic);
+	tcase_add_test(tc, refill_after_zero_read);
 	tcase_add_test(tc, refill_error_sigbus);
 	tcase_add_test(tc, refill_concurrent);
 	suite_add_tcase(s, tc);
