@@ -75,6 +75,8 @@ struct cblock {
 	_Atomic uint32_t used;  /* slots with an entry (changed under the block lock) */
 	int cls;                /* slab class, or -1: one large value */
 	uint32_t gen;           /* bumped at each reuse of the meta */
+	uint64_t rel_seq;       /* mark clock at the last release (__atomic):
+				 * its place in the purge order when cooled */
 	bool listed;            /* on its class's partial list (allocator lock) */
 	struct cblock *next, *prev; /* partial list, or spare list */
 	struct centry *_Atomic slot[];

@@ -368,6 +368,7 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->cls = cls;
 	/* Read unlocked by ring pops (cache_hold.c): a plain store would race. */
 	__atomic_store_n(&b->gen, b->gen + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->rel_seq, 0, __ATOMIC_RELAXED); /* 0: now */
 	/* Pages never marked (or pooled) are held without a mark call. */
 	atomic_store(&b->state, hot ? BS_HOT | BS_HOLD : 0);
 	*held = hot;

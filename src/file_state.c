@@ -886,12 +886,18 @@ static struct pw_hdr *fast_words(struct vfile *f, uint32_t *n)
 int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 			int32_t prio)
 {
+	return vfile_mark_volatile_at(f, start, end, prio, 0);
+}
+
+int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
+			   int32_t prio, uint64_t seq)
+{
 	struct pw_hdr *h;
 	uint32_t n;
 	int r;
 
 	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_mark(h, n, start, prio, vr_next_seq()) == 1)
+	    pw_fast_mark(h, n, start, prio, seq ? seq : vr_next_seq()) == 1)
 		return 0;
 	r = vfile_lock(f);
 	if (r < 0)
@@ -899,7 +905,8 @@ int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 	if (f->shared)
 		vshared_note_end(&f->sh, end);
 	for (;;) {
-		r = rt_mark_volatile(&f->tree, start, end, prio, vr_next_seq(), NULL);
+		r = rt_mark_volatile(&f->tree, start, end, prio,
+				     seq ? seq : vr_next_seq(), NULL);
 		if (r != -ENOMEM)
 			break;
 		r = arena_grow(f);

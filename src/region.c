@@ -310,14 +310,21 @@ static int region_pages(const vrange_region *r, size_t off, size_t len,
 	return ret < 0 ? ret : *start < *end;
 }
 
-int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+int region_mark_volatile_at(vrange_region *r, size_t off, size_t len,
+			    uint64_t seq)
 {
 	uint64_t start, end;
 	int ret = region_pages(r, off, len, true, &start, &end);
 
 	if (ret <= 0)
 		return ret;
-	return vfile_mark_volatile(r->file, start, end, atomic_load(&r->prio));
+	return vfile_mark_volatile_at(r->file, start, end,
+				      atomic_load(&r->prio), seq);
+}
+
+int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	return region_mark_volatile_at(r, off, len, 0);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)

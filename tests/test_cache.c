@@ -857,6 +857,105 @@ START_TEST(one_purge_order)
 }
 END_TEST
 
+/*
+ * Released values join the purge order when they are released, whatever
+ * the cache defers (contract section 7): 64 values of 64 KiB, the 8
+ * oldest got and released again, a purge of 1 MiB takes the oldest
+ * released - keys 8 on - never the ones just released (issue 25, 4).
+ */
+static void release_order_case(unsigned flags)
+{
+	struct vrange_cache_opts o = { sizeof(o), "order", 0, 0, flags };
+	size_t vlen = 64 << 10;
+	unsigned char *b = pattern(vlen, 17);
+	vrange_cache *c = NULL;
+	char key[16];
+	int gone[64], first_kept = -1;
+
+	ck_assert_int_eq(vrange_cache_create(&o, &c), 0);
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		put_s(c, key, b, vlen);
+	}
+	for (int i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_int_eq(get_rc(c, key), 0);
+	}
+	ck_assert_int_ge(vrange_purge(1 << 20), 1 << 20);
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		gone[i] = get_rc(c, key) == -ENOENT;
+	}
+	for (int i = 0; i < 8; i++)
+		ck_assert_msg(!gone[i], "%s: k%d, released last, was purged",
+			      flags ? "eager" : "lazy", i);
+	ck_assert_msg(gone[8], "%s: k8, the oldest released, survived",
+		      flags ? "eager" : "lazy");
+	/* Oldest first: what went is a run from k8, then nothing. */
+	for (int i = 8; i < 64; i++) {
+		if (!gone[i] && first_kept < 0)
+			first_kept = i;
+		ck_assert_msg(!gone[i] || first_kept < 0,
+			      "%s: k%d purged, but older k%d kept",
+			      flags ? "eager" : "lazy", i, first_kept);
+	}
+	ck_assert_int_ge(first_kept, 8 + 16);
+	free(b);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+
+START_TEST(release_order_lazy)
+{
+	release_order_case(0);
+}
+END_TEST
+
+START_TEST(release_order_eager)
+{
+	release_order_case(VRANGE_CACHE_EAGER);
+}
+END_TEST
+
+/* Small values share a page: the page goes where its last release puts
+ * it, deferred or not. */
+START_TEST(release_order_small_values)
+{
+	vrange_cache *c = mk(0, 0);
+	char key[16], val[64];
+	int gone[96];
+
+	memset(val, 5, sizeof(val));
+	/* 64-byte values: a page holds ps / 64 of them. */
+	for (int i = 0; i < 96; i++) {
+		snprintf(key, sizeof(key), "s%d", i);
+		for (size_t n = 0; n < ps / 64; n++) {
+			char k2[48];
+
+			snprintf(k2, sizeof(k2), "%s.%zu", key, n);
+			put_s(c, k2, val, sizeof(val));
+		}
+	}
+	/* The first page's values used again: its page is the newest. */
+	for (size_t n = 0; n < ps / 64; n++) {
+		char k2[48];
+
+		snprintf(k2, sizeof(k2), "s0.%zu", n);
+		ck_assert_int_eq(get_rc(c, k2), 0);
+	}
+	ck_assert_int_ge(vrange_purge(8 * ps), (ssize_t)(8 * ps));
+	for (int i = 0; i < 96; i++) {
+		char k2[48];
+
+		snprintf(k2, sizeof(k2), "s%d.0", i);
+		gone[i] = get_rc(c, k2) == -ENOENT;
+	}
+	ck_assert_msg(!gone[0], "the page used last was purged first");
+	ck_assert(gone[1]);
+	ck_assert(!gone[95]);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+END_TEST
+
 START_TEST(budget_counts_cache)
 {
 	vrange_cache *c = mk(0, 0);
@@ -1283,6 +1382,9 @@ Suite *test_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, memory_is_region_memory);
 	tcase_add_test(tc, one_purge_order);
+	tcase_add_test(tc, release_order_lazy);
+	tcase_add_test(tc, release_order_eager);
+	tcase_add_test(tc, release_order_small_values);
 	tcase_add_test(tc, budget_counts_cache);
 	suite_add_tcase(s, tc);
 
