@@ -251,11 +251,16 @@ struct vrange_cache_stats {
 	size_t struct_size;       /**< set by the caller: sizeof(struct vrange_cache_stats) */
 	uint64_t entries;         /**< entries not yet found purged */
 	uint64_t value_bytes;     /**< sum of their vlen */
-	uint64_t resident_bytes;  /**< pages given to values plus bookkeeping */
+	uint64_t resident_bytes;  /**< what the cache holds in memory now: its
+				       pages in memory (values, free pages
+				       kept) plus bookkeeping; a purge lowers it */
 	uint64_t hits;            /**< gets that returned a value */
 	uint64_t misses;          /**< gets that returned -ENOENT */
 	uint64_t purged_entries;  /**< entries found purged (by get or the cache) */
 	uint64_t evictions;       /**< entries evicted to keep under max_bytes */
+	/* Since 0.2 (a smaller struct_size gets the fields above only): */
+	uint64_t allocated_bytes; /**< pages given to entries' values, purged or
+				       not, plus bookkeeping */
 };
 
 /** Read a cache's counters, as many as out->struct_size holds.  See
