@@ -908,8 +908,10 @@ static int c_purge(int ci)
 {
 	struct mc_cache *m = &MC[ci];
 	uint64_t pages = 0, n;
+	const void *val;
+	size_t vlen;
 	ssize_t rc;
-	int sure;
+	int sure, x = -1, cand = 0;
 
 	/* The cache below every page-model priority, if there is one. */
 	for (int i = 0; i < MC_CACHES; i++)
@@ -918,9 +920,34 @@ static int c_purge(int ci)
 	sure = !m->unsure;
 	if (budget_on)
 		return 0;
+	/*
+	 * Below every page-model priority: a value x got and released again
+	 * right now must outlive a purge of no more than the pages of the
+	 * values released before it (certainly there, volatile, older): the
+	 * purge takes them, or older pages, first.  Whatever x's place in
+	 * the cache's deferral (issue 25, item 4).
+	 */
 	for (int k = 0; k < MC_KEYS; k++)
 		if (m->k[k].st == K_ALIVE && m->k[k].vlen > ps / 2 &&
-		    !key_held(ci, k))
+		    !key_held(ci, k) && rn((unsigned)++cand) == 0)
+			x = k;
+	if (m->prio != -3 || cand < 2)
+		x = -1;
+	if (x >= 0) {
+		model_trace(" | C%u GET k%d (purge order)", m->id, x);
+		rc = vrange_cache_get(m->c, key_of(x), key_len(x), &val, &vlen);
+		if (rc || vlen != m->k[x].vlen)
+			model_fail("cache %u: get k%d: %zd", m->id, x, rc);
+		m->hits++;
+		m->k[x].tick = ++m->tick;
+		if (vrange_cache_release(m->c, val))
+			model_fail("cache %u: release k%d", m->id, x);
+		released(ci, x);
+		model_enforce(ci, -1);
+	}
+	for (int k = 0; k < MC_KEYS; k++)
+		if (m->k[k].st == K_ALIVE && m->k[k].vlen > ps / 2 &&
+		    !key_held(ci, k) && k != x)
 			pages += (m->k[k].vlen + ps - 1) / ps;
 	if (!pages)
 		return 0;
@@ -931,6 +958,25 @@ static int c_purge(int ci)
 	if (rc < 0)
 		model_fail("cache %u: vrange_purge: %zd", m->id, rc);
 	mcache_purged();
+	if (x >= 0) {
+		rc = vrange_cache_get(m->c, key_of(x), key_len(x), &val, &vlen);
+		if (rc)
+			model_fail("cache %u%s: k%d, got and released last, was "
+				   "purged by a purge of %" PRIu64 " pages while %"
+				   PRIu64 " pages of values released before it "
+				   "were volatile: not the purge order", m->id,
+				   m->flags ? " (eager)" : " (lazy)", x, n, pages);
+		if (!value_ok(val, vlen, m->id, x, m->k[x].ver))
+			model_fail("cache %u: k%d damaged", m->id, x);
+		m->hits++;
+		m->k[x].st = K_ALIVE;
+		m->k[x].tick = ++m->tick;
+		if (vrange_cache_release(m->c, val))
+			model_fail("cache %u: release k%d", m->id, x);
+		released(ci, x);
+		model_enforce(ci, -1);
+		S.order_checks++;
+	}
 	c_settle_checked(ci, sure);
 	S.purges++;
 	return 1;
@@ -1007,7 +1053,7 @@ int mcache_step(uint32_t n, int budget)
 			}
 	} else if (op < 89)
 		check_stats(ci);
-	else if (op < 95)
+	else if (op < 93)
 		c_bad(ci);
 	else if (op < 97)
 		purged = c_purge(ci);
