@@ -89,7 +89,9 @@ void *vrange_region_base(const vrange_region *r);
 size_t vrange_region_size(const vrange_region *r);
 
 /** The region's memfd, owned by the region; its first call makes the
- * region's state shareable (-errno if it cannot).  See vrange_region_fd(3). */
+ * region's state shareable (-errno if it cannot: -ENOSPC when the file
+ * system has no room for the attribute naming that state; the region
+ * keeps working and a later call tries again).  See vrange_region_fd(3). */
 int vrange_region_fd(const vrange_region *r);
 
 /** The access mode in force.  See vrange_region_access(3). */

@@ -55,12 +55,12 @@ static int arena_grow(struct vfile *f)
 	/* mremap and ftruncate are plain system calls: safe in a signal
 	 * handler too.  The memfd keeps exactly the arena's size (readers
 	 * take the size for the arena's). */
-	if (f->arena_fd >= 0 && ftruncate(f->arena_fd, (off_t)bytes) < 0)
+	if (f->arena_fd >= 0 && vr_ftruncate(f->arena_fd, bytes) < 0)
 		return -ENOMEM;
 	p = mremap(f->arena, f->arena_bytes, bytes, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED) {
 		if (f->arena_fd >= 0 &&
-		    ftruncate(f->arena_fd, (off_t)f->arena_bytes) < 0)
+		    vr_ftruncate(f->arena_fd, f->arena_bytes) < 0)
 			vr_debug("arena memfd left larger than its arena");
 		return -ENOMEM;
 	}
@@ -106,7 +106,7 @@ static int arena_create(struct vfile *f)
 
 	if (fd >= 0 && bytes < MEMFD_ARENA_MIN)
 		bytes = MEMFD_ARENA_MIN;
-	if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0)
+	if (fd >= 0 && vr_ftruncate(fd, bytes) == 0)
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		if (fd >= 0)

@@ -145,7 +145,7 @@ static int region_open_new(int fd, size_t size, unsigned int access,
 	void *base;
 	int ret;
 
-	if (ftruncate(fd, (off_t)size) < 0 || fstat(fd, &st) < 0)
+	if (vr_ftruncate(fd, size) < 0 || fstat(fd, &st) < 0)
 		return -errno;
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
@@ -195,7 +195,7 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	/* Shared state: every process that maps the file will share it.  A
 	 * file system without user xattrs leaves it process-local. */
 	ret = vshared_format(fd, rsize);
-	if (ret == -EOPNOTSUPP && ftruncate(fd, (off_t)rsize) == 0)
+	if (ret == -EOPNOTSUPP && vr_ftruncate(fd, rsize) == 0)
 		ret = 0;
 	if (ret < 0)
 		goto fail;
