@@ -89,7 +89,9 @@ void *vrange_region_base(const vrange_region *r);
 size_t vrange_region_size(const vrange_region *r);
 
 /** The region's memfd, owned by the region; its first call makes the
- * region's state shareable (-errno if it cannot).  See vrange_region_fd(3). */
+ * region's state shareable (-errno if it cannot: -ENOSPC when the file
+ * system has no room for the attribute naming that state; the region
+ * keeps working and a later call tries again).  See vrange_region_fd(3). */
 int vrange_region_fd(const vrange_region *r);
 
 /** The access mode in force.  See vrange_region_access(3). */
@@ -267,11 +269,16 @@ struct vrange_cache_stats {
 	size_t struct_size;       /**< set by the caller: sizeof(struct vrange_cache_stats) */
 	uint64_t entries;         /**< entries not yet found purged */
 	uint64_t value_bytes;     /**< sum of their vlen */
-	uint64_t resident_bytes;  /**< pages given to values plus bookkeeping */
+	uint64_t resident_bytes;  /**< what the cache holds in memory now: its
+				       pages in memory (values, free pages
+				       kept) plus bookkeeping; a purge lowers it */
 	uint64_t hits;            /**< gets that returned a value */
 	uint64_t misses;          /**< gets that returned -ENOENT */
 	uint64_t purged_entries;  /**< entries found purged (by get or the cache) */
 	uint64_t evictions;       /**< entries evicted to keep under max_bytes */
+	/* Since 0.2 (a smaller struct_size gets the fields above only): */
+	uint64_t allocated_bytes; /**< pages given to entries' values, purged or
+				       not, plus bookkeeping */
 };
 
 /** Read a cache's counters, as many as out->struct_size holds.  See

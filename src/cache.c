@@ -908,6 +908,7 @@ int vrange_cache_remove(vrange_cache *c, const void *key, size_t klen)
 int vrange_cache_get_stats(vrange_cache *c, struct vrange_cache_stats *out)
 {
 	struct vrange_cache_stats st = { 0 };
+	uint64_t book;
 
 	if (!c || !out || out->struct_size < FIRST_STATS_SIZE)
 		return -EINVAL;
@@ -924,10 +925,17 @@ int vrange_cache_get_stats(vrange_cache *c, struct vrange_cache_stats *out)
 		pthread_mutex_unlock(&s->lock);
 	}
 	st.struct_size = out->struct_size;
+	/* Bookkeeping is malloc'd and stays; of the pages, what is in memory
+	 * now (a purge lowers it), and what the blocks were given. */
+	book = st.resident_bytes;
+	st.resident_bytes = book + cpages_resident(&c->pages);
+	st.allocated_bytes = book + atomic_load(&c->pages.page_bytes);
 	st.entries -= atomic_load(&c->dead_entries);
 	st.value_bytes -= atomic_load(&c->dead_bytes);
 	st.purged_entries = atomic_load(&c->purged_entries);
 	st.evictions = atomic_load(&c->evictions);
-	memcpy(out, &st, sizeof(st));
+	/* An earlier layout gets the fields it has; a later one keeps the
+	 * fields this version does not know. */
+	memcpy(out, &st, out->struct_size < sizeof(st) ? out->struct_size : sizeof(st));
 	return 0;
 }

@@ -75,6 +75,8 @@ struct cblock {
 	_Atomic uint32_t used;  /* slots with an entry (changed under the block lock) */
 	int cls;                /* slab class, or -1: one large value */
 	uint32_t gen;           /* bumped at each reuse of the meta */
+	uint64_t rel_seq;       /* mark clock at the last release (__atomic):
+				 * its place in the purge order when cooled */
 	bool listed;            /* on its class's partial list (allocator lock) */
 	struct cblock *next, *prev; /* partial list, or spare list */
 	struct centry *_Atomic slot[];
@@ -123,7 +125,8 @@ struct cpages {
 	struct ctable *_Atomic table;
 	struct cblock *partial[CPAGES_MAX_CLASSES];
 	struct cblock *spare[CPAGES_MAX_CLASSES + 1]; /* recycled metas */
-	_Atomic uint64_t bytes;         /* block pages + bookkeeping */
+	_Atomic uint64_t bytes;         /* bookkeeping (chunks, metas, tables) */
+	_Atomic uint64_t page_bytes;    /* pages given to blocks */
 	uint64_t pool_pages, pool_max;  /* freed pages kept non-volatile */
 };
 
@@ -155,6 +158,9 @@ struct cblock *cpages_find_locked(struct cpages *p, const void *ptr,
 				  uint32_t *slot) VR_HIDDEN;
 /* Make the pooled free pages volatile (a purge is coming). */
 void cpages_flush_pool(struct cpages *p) VR_HIDDEN;
+/* Bytes of the chunks' pages in memory now (their files' st_blocks):
+ * values, pooled pages and freed pages no purge has taken yet. */
+uint64_t cpages_resident(struct cpages *p) VR_HIDDEN;
 
 /* cache_hold.c: the hold protocol and the deferral ring. */
 struct cring {

@@ -22,11 +22,27 @@
  * the purge engine and by vrange_get_stats), is marked volatile then.  So
  * at most max_pages of released values per cache are non-volatile at any
  * time, and never when a purge looks for volatile memory in this process.
+ *
+ * Whenever a block is cooled, it takes its place in the purge order at
+ * its last release, not at the cooling: the last release stamps the
+ * block (rel_seq, the mark clock), and the mark carries that stamp
+ * (region_mark_volatile_at).  The ring's order is the order of first
+ * pushes (a block used again stays where it was), so cooling in ring
+ * order alone would put a value got and released again behind values
+ * released long after it (issue 25, item 4).  An earlier stamp is safe
+ * for the tree and the page words (they take marks of other threads'
+ * clocks, which are not ordered either).  For a purge pass it only
+ * matters if the mark lands while the pass runs: every pass flushes the
+ * rings before its barrier, so only a block released between that flush
+ * and the barrier, then cooled by a ring overflow during the pass, holds
+ * a stamp before the barrier that the pass may or may not reach - it
+ * was not volatile when the pass began, so either is right.
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "cache.h"
+#include "region.h"
 
 int cring_init(struct cring *r, size_t bytes)
 {
@@ -88,8 +104,12 @@ static void cool_locked(struct cblock *b)
 	while (bs_holds(s) == 0 && (s & BS_HOT)) {
 		if (atomic_compare_exchange_weak(&b->state, &s, 0)) {
 			/* A failed mark leaves them non-volatile: never purged,
-			 * never damaged; a later hold marks again harmlessly. */
-			(void)vrange_mark_volatile(b->chunk->r, cblock_off(b), bytes_of(b));
+			 * never damaged; a later hold marks again harmlessly.
+			 * The stamp of the last release: read after the CAS
+			 * that saw its hold gone (acquire, seq_cst). */
+			(void)region_mark_volatile_at(b->chunk->r, cblock_off(b),
+					bytes_of(b),
+					__atomic_load_n(&b->rel_seq, __ATOMIC_RELAXED));
 			return;
 		}
 	}
@@ -166,6 +186,12 @@ static int drop(vrange_cache *c, struct cblock *b, bool check)
 		if (check && bs_holds(s) == 0)
 			return -EINVAL;
 		n = s - BS_HOLD;
+		/* Probably the last hold: the block's place in the purge
+		 * order is now, whenever it is cooled.  Written before the
+		 * CAS that publishes the count; a hold that comes between
+		 * only means a later last release stamps again. */
+		if (bs_holds(n) == 0 && !(n & BS_GONE))
+			__atomic_store_n(&b->rel_seq, vr_next_seq(), __ATOMIC_RELAXED);
 		if (bs_holds(n) == 0 && !defer && !(n & BS_GONE))
 			break; /* eager: the last hold cools the block */
 		/* The last hold pushes the block on the ring, once: the flag

@@ -23,7 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "cache.h"
+#include "region.h"
 
 #define CHUNK_BYTES (8u << 20)
 
@@ -35,11 +38,16 @@ static uint32_t chunk_pages(void)
 }
 
 /* (allocator lock) Count bytes; stats read them without the lock. */
+static void counter_add(_Atomic uint64_t *c, int64_t delta)
+{
+	uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+
+	atomic_store_explicit(c, v + (uint64_t)delta, memory_order_relaxed);
+}
+
 static void bytes_add(struct cpages *p, int64_t delta)
 {
-	uint64_t v = atomic_load_explicit(&p->bytes, memory_order_relaxed);
-
-	atomic_store_explicit(&p->bytes, v + (uint64_t)delta, memory_order_relaxed);
+	counter_add(&p->bytes, delta);
 }
 
 /* (block lock) Change the count of used slots; release reads it without. */
@@ -368,6 +376,7 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	b->cls = cls;
 	/* Read unlocked by ring pops (cache_hold.c): a plain store would race. */
 	__atomic_store_n(&b->gen, b->gen + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->rel_seq, 0, __ATOMIC_RELAXED); /* 0: now */
 	/* Pages never marked (or pooled) are held without a mark call. */
 	atomic_store(&b->state, hot ? BS_HOT | BS_HOLD : 0);
 	*held = hot;
@@ -378,7 +387,7 @@ static int block_new(struct cpages *p, int cls, uint32_t npages,
 	atomic_store_explicit(&b->used, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&b->lock);
 	atomic_store_explicit(&ch->page_block[first], b, memory_order_release);
-	bytes_add(p, (uint64_t)npages << vr_page_shift);
+	counter_add(&p->page_bytes, (int64_t)npages << vr_page_shift);
 	*out = b;
 	return 0;
 }
@@ -496,7 +505,7 @@ static void block_free(struct cpages *p, struct cblock *b)
 	atomic_store_explicit(&ch->page_block[b->first], NULL, memory_order_release);
 	bits_set(ch->used, b->first, b->npages, false);
 	ch->free_pages += b->npages;
-	bytes_add(p, -((int64_t)b->npages << vr_page_shift));
+	counter_add(&p->page_bytes, -((int64_t)b->npages << vr_page_shift));
 	if (!(atomic_load(&b->state) & BS_HOT)) {
 		/* Volatile already: they wait in the purge order. */
 		bits_set(ch->vol, b->first, b->npages, true);
@@ -619,4 +628,25 @@ void cpages_flush_pool(struct cpages *p)
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t cpages_resident(struct cpages *p)
+{
+	uint64_t sum = 0;
+	struct stat st;
+
+	/* Under the allocator lock: chunks come and go only under it.  One
+	 * fstat per 8 MiB chunk; a failure (it has none to give on a live
+	 * descriptor) counts the chunk as all in memory. */
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->nchunks; i++) {
+		struct cchunk *ch = p->chunks[i];
+
+		if (fstat(ch->r->fd, &st) == 0)
+			sum += (uint64_t)st.st_blocks * 512;
+		else
+			sum += (uint64_t)ch->npages << vr_page_shift;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return sum;
 }

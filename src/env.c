@@ -86,6 +86,16 @@ uint64_t vr_seq_barrier(void)
 	return stamp;
 }
 
+int vr_ftruncate(int fd, uint64_t len)
+{
+	int r;
+
+	do
+		r = ftruncate(fd, (off_t)len);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
 int vr_parse_size(const char *s, size_t *out)
 {
 	char *end;

@@ -49,4 +49,8 @@ uint64_t vr_next_seq(void) VR_HIDDEN;
  * start: "marked after the pass began" is "seq > this"). */
 uint64_t vr_seq_barrier(void) VR_HIDDEN;
 
+/* ftruncate, again after a signal interrupted it (EINTR: nothing done);
+ * 0 or -errno, errno set as ftruncate sets it. */
+int vr_ftruncate(int fd, uint64_t len) VR_HIDDEN;
+
 #endif

@@ -55,12 +55,12 @@ static int arena_grow(struct vfile *f)
 	/* mremap and ftruncate are plain system calls: safe in a signal
 	 * handler too.  The memfd keeps exactly the arena's size (readers
 	 * take the size for the arena's). */
-	if (f->arena_fd >= 0 && ftruncate(f->arena_fd, (off_t)bytes) < 0)
+	if (f->arena_fd >= 0 && vr_ftruncate(f->arena_fd, bytes) < 0)
 		return -ENOMEM;
 	p = mremap(f->arena, f->arena_bytes, bytes, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED) {
 		if (f->arena_fd >= 0 &&
-		    ftruncate(f->arena_fd, (off_t)f->arena_bytes) < 0)
+		    vr_ftruncate(f->arena_fd, f->arena_bytes) < 0)
 			vr_debug("arena memfd left larger than its arena");
 		return -ENOMEM;
 	}
@@ -106,7 +106,7 @@ static int arena_create(struct vfile *f)
 
 	if (fd >= 0 && bytes < MEMFD_ARENA_MIN)
 		bytes = MEMFD_ARENA_MIN;
-	if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0)
+	if (fd >= 0 && vr_ftruncate(fd, bytes) == 0)
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		if (fd >= 0)
@@ -886,12 +886,18 @@ static struct pw_hdr *fast_words(struct vfile *f, uint32_t *n)
 int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 			int32_t prio)
 {
+	return vfile_mark_volatile_at(f, start, end, prio, 0);
+}
+
+int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
+			   int32_t prio, uint64_t seq)
+{
 	struct pw_hdr *h;
 	uint32_t n;
 	int r;
 
 	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_mark(h, n, start, prio, vr_next_seq()) == 1)
+	    pw_fast_mark(h, n, start, prio, seq ? seq : vr_next_seq()) == 1)
 		return 0;
 	r = vfile_lock(f);
 	if (r < 0)
@@ -899,7 +905,8 @@ int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 	if (f->shared)
 		vshared_note_end(&f->sh, end);
 	for (;;) {
-		r = rt_mark_volatile(&f->tree, start, end, prio, vr_next_seq(), NULL);
+		r = rt_mark_volatile(&f->tree, start, end, prio,
+				     seq ? seq : vr_next_seq(), NULL);
 		if (r != -ENOMEM)
 			break;
 		r = arena_grow(f);

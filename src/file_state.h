@@ -209,6 +209,12 @@ void vfile_unlock(struct vfile *f) VR_HIDDEN;
 /* Marking, in pages.  Lock held by the functions themselves. */
 int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 			int32_t prio) VR_HIDDEN;
+/* The same with the place in the purge order given: seq, a stamp of
+ * vr_next_seq() taken earlier (the moment the caller let the pages go;
+ * 0: now).  The tree and the page words take any stamp; a purge pass
+ * already running may or may not take such a mark (see cache_hold.c). */
+int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
+			   int32_t prio, uint64_t seq) VR_HIDDEN;
 /* VRANGE_INTACT / VRANGE_PURGED / -errno.  Async-signal-safe. */
 int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end) VR_HIDDEN;
 /* 1 if any page of [start, end) is volatile (purged or not), 0, -errno. */

@@ -48,7 +48,7 @@ static bool create(void)
 	int fd = memfd_create(PUB_NAME, MFD_CLOEXEC);
 	void *p = MAP_FAILED;
 
-	if (fd >= 0 && ftruncate(fd, (off_t)bytes_for(cap)) == 0)
+	if (fd >= 0 && vr_ftruncate(fd, bytes_for(cap)) == 0)
 		p = mmap(NULL, bytes_for(cap), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		if (fd >= 0)
@@ -82,11 +82,11 @@ static bool reserve(size_t n)
 		return false;
 	if (n > pub_cap) {
 		cap = pub_cap * 2 > n ? pub_cap * 2 : n;
-		if (ftruncate(pub_fd, (off_t)bytes_for(cap)) < 0)
+		if (vr_ftruncate(pub_fd, bytes_for(cap)) < 0)
 			return false;
 		p = mremap(pub, bytes_for(pub_cap), bytes_for(cap), MREMAP_MAYMOVE);
 		if (p == MAP_FAILED) {
-			if (ftruncate(pub_fd, (off_t)bytes_for(pub_cap)) < 0)
+			if (vr_ftruncate(pub_fd, bytes_for(pub_cap)) < 0)
 				pub_broken = true;
 			return false;
 		}

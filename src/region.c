@@ -145,7 +145,7 @@ static int region_open_new(int fd, size_t size, unsigned int access,
 	void *base;
 	int ret;
 
-	if (ftruncate(fd, (off_t)size) < 0 || fstat(fd, &st) < 0)
+	if (vr_ftruncate(fd, size) < 0 || fstat(fd, &st) < 0)
 		return -errno;
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED)
@@ -195,7 +195,7 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	/* Shared state: every process that maps the file will share it.  A
 	 * file system without user xattrs leaves it process-local. */
 	ret = vshared_format(fd, rsize);
-	if (ret == -EOPNOTSUPP && ftruncate(fd, (off_t)rsize) == 0)
+	if (ret == -EOPNOTSUPP && vr_ftruncate(fd, rsize) == 0)
 		ret = 0;
 	if (ret < 0)
 		goto fail;
@@ -310,14 +310,21 @@ static int region_pages(const vrange_region *r, size_t off, size_t len,
 	return ret < 0 ? ret : *start < *end;
 }
 
-int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+int region_mark_volatile_at(vrange_region *r, size_t off, size_t len,
+			    uint64_t seq)
 {
 	uint64_t start, end;
 	int ret = region_pages(r, off, len, true, &start, &end);
 
 	if (ret <= 0)
 		return ret;
-	return vfile_mark_volatile(r->file, start, end, atomic_load(&r->prio));
+	return vfile_mark_volatile_at(r->file, start, end,
+				      atomic_load(&r->prio), seq);
+}
+
+int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	return region_mark_volatile_at(r, off, len, 0);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)

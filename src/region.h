@@ -26,6 +26,12 @@ struct vrange_region {
  */
 struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly) VR_HIDDEN;
 
+/* vrange_mark_volatile with the place in the purge order given: seq, an
+ * earlier vr_next_seq() stamp (vfile_mark_volatile_at).  The cache's
+ * deferred releases join the order when they were released. */
+int region_mark_volatile_at(struct vrange_region *r, size_t off, size_t len,
+			    uint64_t seq) VR_HIDDEN;
+
 /* Live regions, for stats. */
 uint64_t region_count(void) VR_HIDDEN;
 

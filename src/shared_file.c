@@ -220,7 +220,7 @@ static int create_meta(uint64_t user_size, uint64_t file_size)
 		s.map_bytes = vr_page_size + s.arena_bytes;
 		r = 0;
 	}
-	if (r == 0 && ftruncate(mfd, (off_t)s.map_bytes) < 0)
+	if (r == 0 && vr_ftruncate(mfd, s.map_bytes) < 0)
 		r = -errno;
 	if (r == 0)
 		r = user_size ? map_meta(mfd, user_size, &s) : map_foreign_hdr(mfd, &s);
@@ -247,7 +247,7 @@ int vshared_format(int fd, uint64_t user_size)
 	int mfd, r;
 
 	vr_init_basic();
-	if (ftruncate(fd, (off_t)user_size) < 0)
+	if (vr_ftruncate(fd, user_size) < 0)
 		return -errno;
 	mfd = create_meta(user_size, 0);
 	if (mfd < 0)
@@ -654,7 +654,7 @@ int vshared_grow(struct vshared *s, struct rt_tree *tree)
 	if (fstat(s->meta_fd, &st) < 0)
 		return -ENOMEM;
 	if ((uint64_t)st.st_size < vr_page_size + n &&
-	    ftruncate(s->meta_fd, (off_t)(vr_page_size + n)) < 0)
+	    vr_ftruncate(s->meta_fd, vr_page_size + n) < 0)
 		return -ENOMEM;
 	p = mremap(s->arena, s->arena_bytes, n, MREMAP_MAYMOVE);
 	if (p == MAP_FAILED)

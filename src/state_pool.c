@@ -133,7 +133,7 @@ static int carve(struct pool *p, unsigned int c, uint64_t *off)
 
 		if (size > p->reserved)
 			size = p->reserved;
-		if (ftruncate(p->fd, (off_t)size) < 0 ||
+		if (vr_ftruncate(p->fd, size) < 0 ||
 		    mprotect(p->base + p->size, size - p->size,
 			     PROT_READ | PROT_WRITE) < 0)
 			return -errno;

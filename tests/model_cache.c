@@ -15,7 +15,13 @@
  *     since it was last seen;
  *   - LRU eviction under max_bytes exactly as documented, -EBUSY, -E2BIG,
  *     -EINVAL for every bad input, out-parameters untouched on failure;
- *   - the counters, exactly.
+ *   - the counters, exactly;
+ *   - the purge order of released values (issue 25, item 4): values of
+ *     their own pages (over half a page) in an uncapped cache go oldest
+ *     release first, lazy or eager - checked by the settling pass while
+ *     only this process's own purges ran (not the budget's monitor, which
+ *     races the releases, nor a forked child's, which cannot flush the
+ *     caches' deferred releases: contract section 7).
  * A purge may drop any released value, and dropping one may drop its page
  * neighbours: the model cannot tell which, so such keys become "maybe" and
  * the counters that depend on them only bounded, until a settling pass
@@ -49,6 +55,7 @@ struct mc_key {
 	uint32_t ver;
 	size_t vlen;
 	uint64_t tick;      /* last put or hit: the LRU order */
+	uint64_t rel;       /* last release of its value: the purge order */
 };
 
 struct mc_cache {
@@ -64,6 +71,8 @@ struct mc_cache {
 	uint64_t purged, evictions;      /* exact while !unsure */
 	uint64_t seen_purged, seen_evictions; /* last read: never go down */
 	int unsure;                      /* a key was "maybe" since the last settle */
+	uint64_t rel_clock;              /* releases, for mc_key.rel */
+	int order_unsure;                /* purged by the monitor or a child */
 };
 
 struct mc_hold {
@@ -92,7 +101,7 @@ static int enabled = -1; /* VRANGE_MODEL_CACHE=0: the page model alone */
 
 static struct {
 	uint64_t ops, puts, gets, hits, misses, lost, holds_checked, settles,
-		 evicted, ebusy, bad, resv;
+		 evicted, ebusy, bad, resv, order_checks, purges;
 } S;
 
 /* ------------------------------------------------------------------------ */
@@ -251,6 +260,19 @@ void mcache_purged(void)
 			purged_one(ci);
 }
 
+void mcache_purged_elsewhere(void)
+{
+	mcache_purged();
+	for (int ci = 0; ci < MC_CACHES; ci++)
+		MC[ci].order_unsure = 1;
+}
+
+/* The key's value was released (its last hold, or the put's own). */
+static void released(int ci, int k)
+{
+	MC[ci].k[k].rel = ++MC[ci].rel_clock;
+}
+
 /*
  * max_bytes at put, commit and release: the least recently used released
  * entries go (never keep) while the stored bytes exceed the cap.  Unsure,
@@ -298,6 +320,7 @@ static void model_store(int ci, int k, uint32_t ver, size_t vlen)
 	m->k[k].st = budget_on ? K_MAYBE : K_ALIVE;
 	m->unsure |= budget_on;
 	m->k[k].ver = ver;
+	released(ci, k);
 	m->k[k].vlen = vlen;
 	m->k[k].tick = ++m->tick;
 	model_enforce(ci, k);
@@ -378,10 +401,11 @@ static void check_stats(int ci)
 			   " evicted; the model %" PRIu64 ", %" PRIu64, m->id,
 			   st.purged_entries, st.evictions, m->purged,
 			   m->evictions);
-	if (st.resident_bytes < st.value_bytes || st.struct_size != sizeof(st))
-		model_fail("cache %u: resident_bytes %" PRIu64 " below value_bytes"
+	/* What is in memory falls with a purge; what was given does not. */
+	if (st.allocated_bytes < st.value_bytes || st.struct_size != sizeof(st))
+		model_fail("cache %u: allocated_bytes %" PRIu64 " below value_bytes"
 			   " %" PRIu64 " (or struct_size changed: %zu)", m->id,
-			   st.resident_bytes, st.value_bytes, st.struct_size);
+			   st.allocated_bytes, st.value_bytes, st.struct_size);
 	m->seen_purged = st.purged_entries;
 	m->seen_evictions = st.evictions;
 }
@@ -416,7 +440,9 @@ static void c_create(void)
 	snprintf(name, sizeof(name), "model-%u", MC[ci].id);
 	o.name = rn(4) ? name : NULL;
 	o.max_bytes = rn(2) ? 0 : (size_t)(4 + rn(40)) * ps;
-	o.priority = (int)rn(5) - 2;
+	/* Below every page-model priority (-2..2) now and then: a purge of
+	 * a little takes from the cache alone (c_purge). */
+	o.priority = rn(3) ? (int)rn(5) - 2 : -3;
 	o.flags = rn(3) ? 0 : VRANGE_CACHE_EAGER;
 	use_null = !o.max_bytes && rn(6) == 0; /* NULL opts: the defaults */
 	if (use_null)
@@ -549,6 +575,7 @@ static void c_get(int ci, int keep)
 	rc = vrange_cache_release(m->c, val);
 	if (rc)
 		model_fail("cache %u: release right after get: %d", m->id, rc);
+	released(ci, k);
 	model_enforce(ci, -1);
 }
 
@@ -563,6 +590,8 @@ static void c_release(int h)
 	rc = vrange_cache_release(MC[x.ci].c, x.p);
 	if (rc)
 		model_fail("cache %u: release of k%d: %d", MC[x.ci].id, x.key, rc);
+	if (MC[x.ci].k[x.key].st != K_ABSENT && MC[x.ci].k[x.key].ver == x.ver)
+		released(x.ci, x.key);
 	model_enforce(x.ci, -1);
 }
 
@@ -721,6 +750,7 @@ static void c_bad(int ci)
 		rc = vrange_cache_release(c, val);
 		if (rc)
 			model_fail("cache %u: release: %d", m->id, rc);
+		released(ci, k);
 		model_enforce(ci, -1);
 		expect_einval(vrange_cache_release(c, val), "one release more than gets");
 		break;
@@ -777,12 +807,27 @@ static void c_bad(int ci)
  * among them stays), hold the hits, then release them: afterwards every
  * entry the model has is alive and the counters are exact again.
  */
+static void c_settle_checked(int ci, int ordered);
+
 static void c_settle(int ci)
+{
+	/* A capped cache evicts too: missing may mean evicted, not purged. */
+	c_settle_checked(ci, !MC[ci].max_bytes);
+}
+
+/* ordered: no key went but by this process's own purges since the model
+ * was last sure of every key (then the purge order is checked). */
+static void c_settle_checked(int ci, int ordered)
 {
 	struct mc_cache *m = &MC[ci];
 	const void *held[MC_KEYS];
-	int nh = 0;
+	int nh = 0, hk[MC_KEYS];
 	uint64_t last = 0;
+	/* The purge order: the newest release lost, the oldest kept. */
+	uint64_t newest_lost = 0, oldest_kept = UINT64_MAX;
+	int lost_k = -1, kept_k = -1;
+
+	ordered &= !m->order_unsure;
 
 	model_trace(" | C%u SETTLE", m->id);
 	for (;;) {
@@ -799,6 +844,10 @@ static void c_settle(int ci)
 		last = m->k[k].tick;
 		rc = vrange_cache_get(m->c, key_of(k), key_len(k), &val, &vlen);
 		if (rc == -ENOENT) {
+			if (m->k[k].vlen > ps / 2 && m->k[k].rel > newest_lost) {
+				newest_lost = m->k[k].rel;
+				lost_k = k;
+			}
 			m->k[k].st = K_ABSENT;
 			m->misses++;
 			S.lost++;
@@ -809,11 +858,24 @@ static void c_settle(int ci)
 			model_fail("cache %u: settling get of k%d: %d, %zu bytes "
 				   "(version %u, %zu expected)", m->id, k, rc, vlen,
 				   m->k[k].ver, m->k[k].vlen);
+		if (m->k[k].vlen > ps / 2 && m->k[k].rel < oldest_kept) {
+			oldest_kept = m->k[k].rel;
+			kept_k = k;
+		}
 		m->hits++;
 		m->k[k].st = K_ALIVE;
 		m->k[k].tick = ++m->tick;
+		hk[nh] = k;
 		held[nh++] = val;
 	}
+	if (ordered && lost_k >= 0 && kept_k >= 0 && oldest_kept < newest_lost)
+		model_fail("cache %u%s: k%d was purged though k%d, released "
+			   "before it, was kept (release %" PRIu64 " < %" PRIu64
+			   "): not the purge order", m->id,
+			   m->flags ? " (eager)" : " (lazy)", lost_k, kept_k,
+			   oldest_kept, newest_lost);
+	S.order_checks += ordered && lost_k >= 0 && kept_k >= 0;
+	m->order_unsure = 0;
 	/* Every key is certain now: what the cache counted meanwhile is what
 	 * it found; adopt it (checked not to have gone down). */
 	{
@@ -831,8 +893,93 @@ static void c_settle(int ci)
 
 		if (rc)
 			model_fail("cache %u: settling release: %d", m->id, rc);
+		released(ci, hk[i]);
 		model_enforce(ci, -1);
 	}
+}
+
+/*
+ * A purge of part of what the cache surely has volatile (its released,
+ * certainly alive values of their own pages), then a settle: released
+ * values must have gone oldest release first (the check in c_settle).
+ * Returns 1: the page model must take it as a purge of its own.
+ */
+static int c_purge(int ci)
+{
+	struct mc_cache *m = &MC[ci];
+	uint64_t pages = 0, n;
+	const void *val;
+	size_t vlen;
+	ssize_t rc;
+	int sure, x = -1, cand = 0;
+
+	/* The cache below every page-model priority, if there is one. */
+	for (int i = 0; i < MC_CACHES; i++)
+		if (MC[i].c && MC[i].prio < m->prio)
+			m = &MC[ci = i];
+	sure = !m->unsure;
+	if (budget_on)
+		return 0;
+	/*
+	 * Below every page-model priority: a value x got and released again
+	 * right now must outlive a purge of no more than the pages of the
+	 * values released before it (certainly there, volatile, older): the
+	 * purge takes them, or older pages, first.  Whatever x's place in
+	 * the cache's deferral (issue 25, item 4).
+	 */
+	for (int k = 0; k < MC_KEYS; k++)
+		if (m->k[k].st == K_ALIVE && m->k[k].vlen > ps / 2 &&
+		    !key_held(ci, k) && rn((unsigned)++cand) == 0)
+			x = k;
+	if (m->prio != -3 || cand < 2)
+		x = -1;
+	if (x >= 0) {
+		model_trace(" | C%u GET k%d (purge order)", m->id, x);
+		rc = vrange_cache_get(m->c, key_of(x), key_len(x), &val, &vlen);
+		if (rc || vlen != m->k[x].vlen)
+			model_fail("cache %u: get k%d: %zd", m->id, x, rc);
+		m->hits++;
+		m->k[x].tick = ++m->tick;
+		if (vrange_cache_release(m->c, val))
+			model_fail("cache %u: release k%d", m->id, x);
+		released(ci, x);
+		model_enforce(ci, -1);
+	}
+	for (int k = 0; k < MC_KEYS; k++)
+		if (m->k[k].st == K_ALIVE && m->k[k].vlen > ps / 2 &&
+		    !key_held(ci, k) && k != x)
+			pages += (m->k[k].vlen + ps - 1) / ps;
+	if (!pages)
+		return 0;
+	n = 1 + rnd() % pages;
+	model_trace(" | C%u PURGE %" PRIu64 " pages (of %" PRIu64 ")", m->id,
+		    n, pages);
+	rc = vrange_purge(n * ps);
+	if (rc < 0)
+		model_fail("cache %u: vrange_purge: %zd", m->id, rc);
+	mcache_purged();
+	if (x >= 0) {
+		rc = vrange_cache_get(m->c, key_of(x), key_len(x), &val, &vlen);
+		if (rc)
+			model_fail("cache %u%s: k%d, got and released last, was "
+				   "purged by a purge of %" PRIu64 " pages while %"
+				   PRIu64 " pages of values released before it "
+				   "were volatile: not the purge order", m->id,
+				   m->flags ? " (eager)" : " (lazy)", x, n, pages);
+		if (!value_ok(val, vlen, m->id, x, m->k[x].ver))
+			model_fail("cache %u: k%d damaged", m->id, x);
+		m->hits++;
+		m->k[x].st = K_ALIVE;
+		m->k[x].tick = ++m->tick;
+		if (vrange_cache_release(m->c, val))
+			model_fail("cache %u: release k%d", m->id, x);
+		released(ci, x);
+		model_enforce(ci, -1);
+		S.order_checks++;
+	}
+	c_settle_checked(ci, sure);
+	S.purges++;
+	return 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -858,25 +1005,25 @@ void mcache_reset(uint64_t seed)
 	budget_on = 0;
 }
 
-void mcache_step(uint32_t n, int budget)
+int mcache_step(uint32_t n, int budget)
 {
-	int ci, h, r;
+	int ci, h, r, purged = 0;
 	unsigned op;
 
 	if (!enabled)
-		return;
+		return 0;
 	crng = (cseed * 0xd1b54a32d192ed03ull) ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
 	crng = crng ? crng : 1;
 	(void)rnd();
 	budget_on = budget;
 	if (budget)
-		mcache_purged(); /* the monitor purges whenever it likes */
+		mcache_purged_elsewhere(); /* the monitor purges whenever it likes */
 	/* Held values are checked after whatever the page model just did. */
 	if (rn(4)) {
 		h = pick_hold(-1);
 		if (h >= 0)
 			check_hold(h);
-		return;
+		return 0;
 	}
 	S.ops++;
 	check_all_held();
@@ -906,8 +1053,10 @@ void mcache_step(uint32_t n, int budget)
 			}
 	} else if (op < 89)
 		check_stats(ci);
-	else if (op < 95)
+	else if (op < 93)
 		c_bad(ci);
+	else if (op < 97)
+		purged = c_purge(ci);
 	else if (op < 99) {
 		if (MC[ci].unsure && !budget)
 			c_settle(ci);
@@ -916,10 +1065,11 @@ void mcache_step(uint32_t n, int budget)
 	if (op == 200)
 		c_create();
 	if (budget)
-		mcache_purged();
+		mcache_purged_elsewhere();
 	ci = pick_cache();
 	if (ci >= 0)
 		check_stats(ci);
+	return purged;
 }
 
 int mcache_child_check(void)
@@ -978,7 +1128,7 @@ void mcache_teardown(int budget)
 		if (!MC[ci].c)
 			continue;
 		if (budget)
-			mcache_purged();
+			mcache_purged_elsewhere();
 		else if (MC[ci].unsure)
 			c_settle(ci);
 		check_stats(ci);
@@ -993,8 +1143,9 @@ void mcache_summary(void)
 	printf("cache model: %" PRIu64 " operations: %" PRIu64 " puts, %" PRIu64
 	       " gets (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64
 	       " values lost to purges, %" PRIu64 " evicted, %" PRIu64
-	       " reservations, %" PRIu64 " settles, %" PRIu64 " -EBUSY, %" PRIu64
+	       " reservations, %" PRIu64 " purges, %" PRIu64 " settles (%" PRIu64
+	       " checked the purge order), %" PRIu64 " -EBUSY, %" PRIu64
 	       " bad inputs, %" PRIu64 " held values checked\n", S.ops, S.puts,
-	       S.gets, S.hits, S.misses, S.lost, S.evicted, S.resv, S.settles,
-	       S.ebusy, S.bad, S.holds_checked);
+	       S.gets, S.hits, S.misses, S.lost, S.evicted, S.resv, S.purges,
+	       S.settles, S.order_checks, S.ebusy, S.bad, S.holds_checked);
 }

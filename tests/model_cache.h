@@ -18,11 +18,15 @@ void model_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A new seed: no cache exists. */
 void mcache_reset(uint64_t seed);
-/* Maybe one cache operation for step n; budget: the monitor purges at will. */
-void mcache_step(uint32_t n, int budget);
+/* Maybe one cache operation for step n; budget: the monitor purges at will.
+ * 1: it purged (vrange_purge): the page model must take it into account. */
+int mcache_step(uint32_t n, int budget);
 /* Something in this process may have purged (vrange_purge, the budget, a
  * forked child's purge): every released value may be gone. */
 void mcache_purged(void);
+/* The same for a purge of the monitor (budget) or a forked child: not
+ * one that flushed the caches' deferred releases first, in this thread. */
+void mcache_purged_elsewhere(void);
 /* In a forked child: held values and reservations still intact; a cache
  * of the child's own works.  0 or 1 (violation, printed). */
 int mcache_child_check(void);

@@ -629,7 +629,8 @@ START_TEST(bad_input)
 	ck_assert_int_eq(vrange_cache_abort(c, NULL), -EINVAL);
 	ck_assert_int_eq(vrange_cache_get_stats(NULL, &st), -EINVAL);
 	ck_assert_int_eq(vrange_cache_get_stats(c, NULL), -EINVAL);
-	st.struct_size = sizeof(st) - 8;
+	/* Shorter than the first layout (which ends with evictions). */
+	st.struct_size = offsetof(struct vrange_cache_stats, evictions);
 	st.entries = 12345;
 	ck_assert_int_eq(vrange_cache_get_stats(c, &st), -EINVAL);
 	ck_assert_uint_eq(st.entries, 12345);
@@ -778,14 +779,16 @@ START_TEST(stats_exact)
 	ck_assert_uint_eq(st.purged_entries, 0);
 	ck_assert_uint_eq(st.evictions, 0);
 	ck_assert_uint_ge(st.resident_bytes, res0 + 4 * ps);
-	res0 = st.resident_bytes;
+	ck_assert_uint_ge(st.allocated_bytes, res0 + 4 * ps);
+	res0 = st.allocated_bytes;
 	ck_assert_int_eq(vrange_cache_remove(c, "b", 1), 0);
 	ck_assert_int_eq(vrange_cache_remove(c, "c", 1), 0);
 	st = cstats(c);
 	ck_assert_uint_eq(st.entries, 0);
 	ck_assert_uint_eq(st.value_bytes, 0);
-	/* Pages handed back (3 of b, the slab pages of a and c). */
-	ck_assert_uint_le(st.resident_bytes, res0 - 4 * ps);
+	/* Pages handed back (3 of b, the slab pages of a and c): no longer
+	 * allocated; in memory until purged, kept for the next values. */
+	ck_assert_uint_le(st.allocated_bytes, res0 - 4 * ps);
 	free(b);
 	ck_assert_int_eq(vrange_cache_destroy(c), 0);
 }
@@ -803,6 +806,77 @@ START_TEST(stats_longer_layout)
 	ck_assert_uint_eq(big.s.entries, 0);
 	ck_assert_uint_eq(big.more, 0xababababababababull);
 	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+END_TEST
+
+/* An earlier layout (0.1, up to evictions) gets no more than it has. */
+START_TEST(stats_first_layout)
+{
+	vrange_cache *c = mk(0, 0);
+	struct vrange_cache_stats st;
+
+	put_s(c, "k", "v", 1);
+	memset(&st, 0xab, sizeof(st));
+	st.struct_size = offsetof(struct vrange_cache_stats, evictions) + sizeof(uint64_t);
+	ck_assert_int_eq(vrange_cache_get_stats(c, &st), 0);
+	ck_assert_uint_eq(st.entries, 1);
+	ck_assert_uint_eq(st.allocated_bytes, 0xababababababababull);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+END_TEST
+
+/*
+ * resident_bytes is what the cache holds in memory now: a purge of a
+ * cache whose values are all released takes it down to bookkeeping,
+ * while allocated_bytes still counts the pages given to the entries
+ * (issue 25, item 5).  Lazy and eager alike.
+ */
+static void resident_case(unsigned flags)
+{
+	struct vrange_cache_opts o = { sizeof(o), "resident", 0, 0, flags };
+	size_t vlen = 64 << 10, all = 64 * vlen;
+	unsigned char *b = pattern(vlen, 18);
+	struct vrange_cache_stats s0, s1, s2, s3;
+	vrange_cache *c = NULL;
+	char key[16];
+
+	ck_assert_int_eq(vrange_cache_create(&o, &c), 0);
+	s0 = cstats(c);
+	ck_assert_uint_ge(s0.allocated_bytes, sizeof(void *));
+	ck_assert_uint_le(s0.resident_bytes, 1 << 20); /* bookkeeping only */
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		put_s(c, key, b, vlen);
+	}
+	s1 = cstats(c);
+	ck_assert_uint_ge(s1.resident_bytes, all);
+	ck_assert_uint_ge(s1.allocated_bytes, all);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)all);
+	s2 = cstats(c);
+	ck_assert_msg(s2.resident_bytes + all <= s1.resident_bytes,
+		      "resident_bytes %llu after the purge, %llu before",
+		      (unsigned long long)s2.resident_bytes,
+		      (unsigned long long)s1.resident_bytes);
+	/* Bookkeeping: what it was without values, and the entries' own. */
+	ck_assert_uint_le(s2.resident_bytes, s0.resident_bytes + (256u << 10));
+	/* Not found purged yet: still given to the entries. */
+	ck_assert_uint_ge(s2.allocated_bytes, all);
+	ck_assert_uint_eq(s2.entries, 64);
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_int_eq(get_rc(c, key), -ENOENT);
+	}
+	s3 = cstats(c);
+	ck_assert_uint_lt(s3.allocated_bytes + all, s2.allocated_bytes + 1);
+	ck_assert_uint_le(s3.resident_bytes, s2.resident_bytes);
+	free(b);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+
+START_TEST(resident_falls_with_purge)
+{
+	resident_case(0);
+	resident_case(VRANGE_CACHE_EAGER);
 }
 END_TEST
 
@@ -854,6 +928,105 @@ START_TEST(one_purge_order)
 	order_case(0, 0, false);   /* same priority: oldest first */
 	order_case(-5, 0, true);   /* lower priority first, though newer */
 	order_case(5, 0, false);
+}
+END_TEST
+
+/*
+ * Released values join the purge order when they are released, whatever
+ * the cache defers (contract section 7): 64 values of 64 KiB, the 8
+ * oldest got and released again, a purge of 1 MiB takes the oldest
+ * released - keys 8 on - never the ones just released (issue 25, 4).
+ */
+static void release_order_case(unsigned flags)
+{
+	struct vrange_cache_opts o = { sizeof(o), "order", 0, 0, flags };
+	size_t vlen = 64 << 10;
+	unsigned char *b = pattern(vlen, 17);
+	vrange_cache *c = NULL;
+	char key[16];
+	int gone[64], first_kept = -1;
+
+	ck_assert_int_eq(vrange_cache_create(&o, &c), 0);
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		put_s(c, key, b, vlen);
+	}
+	for (int i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_int_eq(get_rc(c, key), 0);
+	}
+	ck_assert_int_ge(vrange_purge(1 << 20), 1 << 20);
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		gone[i] = get_rc(c, key) == -ENOENT;
+	}
+	for (int i = 0; i < 8; i++)
+		ck_assert_msg(!gone[i], "%s: k%d, released last, was purged",
+			      flags ? "eager" : "lazy", i);
+	ck_assert_msg(gone[8], "%s: k8, the oldest released, survived",
+		      flags ? "eager" : "lazy");
+	/* Oldest first: what went is a run from k8, then nothing. */
+	for (int i = 8; i < 64; i++) {
+		if (!gone[i] && first_kept < 0)
+			first_kept = i;
+		ck_assert_msg(!gone[i] || first_kept < 0,
+			      "%s: k%d purged, but older k%d kept",
+			      flags ? "eager" : "lazy", i, first_kept);
+	}
+	ck_assert_int_ge(first_kept, 8 + 16);
+	free(b);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
+}
+
+START_TEST(release_order_lazy)
+{
+	release_order_case(0);
+}
+END_TEST
+
+START_TEST(release_order_eager)
+{
+	release_order_case(VRANGE_CACHE_EAGER);
+}
+END_TEST
+
+/* Small values share a page: the page goes where its last release puts
+ * it, deferred or not. */
+START_TEST(release_order_small_values)
+{
+	vrange_cache *c = mk(0, 0);
+	char key[16], val[64];
+	int gone[96];
+
+	memset(val, 5, sizeof(val));
+	/* 64-byte values: a page holds ps / 64 of them. */
+	for (int i = 0; i < 96; i++) {
+		snprintf(key, sizeof(key), "s%d", i);
+		for (size_t n = 0; n < ps / 64; n++) {
+			char k2[48];
+
+			snprintf(k2, sizeof(k2), "%s.%zu", key, n);
+			put_s(c, k2, val, sizeof(val));
+		}
+	}
+	/* The first page's values used again: its page is the newest. */
+	for (size_t n = 0; n < ps / 64; n++) {
+		char k2[48];
+
+		snprintf(k2, sizeof(k2), "s0.%zu", n);
+		ck_assert_int_eq(get_rc(c, k2), 0);
+	}
+	ck_assert_int_ge(vrange_purge(8 * ps), (ssize_t)(8 * ps));
+	for (int i = 0; i < 96; i++) {
+		char k2[48];
+
+		snprintf(k2, sizeof(k2), "s%d.0", i);
+		gone[i] = get_rc(c, k2) == -ENOENT;
+	}
+	ck_assert_msg(!gone[0], "the page used last was purged first");
+	ck_assert(gone[1]);
+	ck_assert(!gone[95]);
+	ck_assert_int_eq(vrange_cache_destroy(c), 0);
 }
 END_TEST
 
@@ -1277,12 +1450,17 @@ Suite *test_suite(void)
 	tcase_add_test(tc, cap_too_big);
 	tcase_add_test(tc, stats_exact);
 	tcase_add_test(tc, stats_longer_layout);
+	tcase_add_test(tc, stats_first_layout);
+	tcase_add_test(tc, resident_falls_with_purge);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("region-memory");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, memory_is_region_memory);
 	tcase_add_test(tc, one_purge_order);
+	tcase_add_test(tc, release_order_lazy);
+	tcase_add_test(tc, release_order_eager);
+	tcase_add_test(tc, release_order_small_values);
 	tcase_add_test(tc, budget_counts_cache);
 	suite_add_tcase(s, tc);
 

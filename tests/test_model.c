@@ -385,8 +385,10 @@ static void run_op(struct m_op *op, struct m_res *res, int fd)
 	if (op->proc == 0) {
 		model_exec(op, fd, res);
 		/* The cache model: released values may be gone now. */
-		if (op->type == OP_PURGE || op->type == OP_BUDGET)
+		if (op->type == OP_PURGE)
 			mcache_purged();
+		else if (op->type == OP_BUDGET)
+			mcache_purged_elsewhere();
 		return;
 	}
 	if (fd_pass_send(P[op->proc].sock, op, sizeof(*op), fd) < 0 ||
@@ -1741,7 +1743,7 @@ static void g_fork(void)
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		fail("the forked child found a violation (status %#x)", st);
 	if (purge) {
-		mcache_purged();
+		mcache_purged_elsewhere();
 
 		/* The child shares every file's state: it purged them. */
 		for (int f = 0; f < M_MAXFILE; f++) {
@@ -1863,7 +1865,8 @@ static void step(void)
 		g_read_views();
 	else
 		g_read(p, o);
-	mcache_step(opn, P[0].budget);
+	if (mcache_step(opn, P[0].budget))
+		purge_model(0, -1, 0); /* the cache model purged a little */
 }
 
 /* ------------------------------------------------------------------------ */
