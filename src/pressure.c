@@ -88,6 +88,12 @@
 /* One purge_run() call frees at most this much, so fork() (whose prepare
  * handler takes the purge lock) never waits long behind the monitor. */
 #define PURGE_STEP (32 * MiB)
+/* While volatile memory exists the monitor re-reads /proc/self/cgroup this
+ * often (one pread, ~2 us): no kernel event tells a process it was moved
+ * into another cgroup, and the promise is to follow within a second. */
+#define CG_CHECK_MS 500
+/* The callers' slow paths look at most this often. */
+#define CG_CALLER_MS 10
 
 enum kind { K_WAKE, K_PSI, K_PSI_CG, K_V1_WARN, K_V1_CRIT, K_V1_LEVEL, K_V2_EVENTS };
 
@@ -127,6 +133,11 @@ struct monitor {
 	/* /proc/meminfo */
 	int meminfo_fd;
 	struct level mem;
+	/* /proc/self/cgroup: what the sources were armed for */
+	int cg_fd;
+	uint64_t cg_hash;
+	uint64_t cg_next_ms;
+	bool cg_active;         /* periodic checks on (volatile memory exists) */
 	uint64_t budget_next_ms;
 	struct pollfd pfd[8];
 	enum kind kind[8];
@@ -151,6 +162,12 @@ static _Atomic bool stop_req;
 static _Atomic int cur_src = SRC_NONE;
 static _Atomic size_t budget;
 static _Atomic int wake_fd_pub = -1;    /* for pressure_set_budget() */
+static _Atomic bool running_pub;        /* mon_running, for the record */
+/* /proc/self/cgroup's hash when the sources were armed (0: not watched),
+ * and a request from another thread to look at it again. */
+static _Atomic uint64_t cg_hash_pub;
+static _Atomic bool cg_check_req;
+_Atomic bool pressure_want_mark;
 
 static uint64_t now_ms(void)
 {
@@ -281,6 +298,20 @@ static int read_meminfo(int fd, uint64_t *total, uint64_t *avail)
 	*total = strtoull(t + 9, NULL, 10) << 10;
 	*avail = strtoull(a + 13, NULL, 10) << 10;
 	return 0;
+}
+
+/* FNV-1a of /proc/self/cgroup read through fd; never 0, or 0 on error. */
+static uint64_t cgroup_hash(int fd)
+{
+	char buf[4096];
+	uint64_t h = 14695981039346656037ull;
+	ssize_t n = fd >= 0 ? pread_all(fd, buf, sizeof(buf)) : -EBADF;
+
+	if (n <= 0)
+		return 0;
+	for (ssize_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+	return h | 1;
 }
 
 /* Undo mountinfo's octal escapes (\040 for a space) in place. */
@@ -749,6 +780,8 @@ static void monitor_close_all(void)
 	close_fd(&mon.v2_current_fd);
 	close_fd(&mon.v2_events_fd);
 	close_fd(&mon.meminfo_fd);
+	close_fd(&mon.cg_fd);
+	atomic_store(&cg_hash_pub, 0);
 	free(mon.v1_dir);
 	free(mon.v2_dir);
 	free(mon.v2_limit_dir);
@@ -760,7 +793,10 @@ static void monitor_init_fds(void)
 	mon.psi_fd = mon.psi_cg_fd = -1;
 	mon.v1_usage_fd = mon.v1_ctl_fd = mon.v1_level_fd = -1;
 	mon.v1_warn_efd = mon.v1_crit_efd = mon.v1_level_efd = -1;
-	mon.v2_current_fd = mon.v2_events_fd = mon.meminfo_fd = -1;
+	mon.v2_current_fd = mon.v2_events_fd = mon.meminfo_fd = mon.cg_fd = -1;
+	mon.cg_hash = 0;
+	mon.cg_active = true;
+	mon.cg_next_ms = 0;
 	mon.v1_dir = mon.v2_dir = mon.v2_limit_dir = NULL;
 	memset(&mon.v1, 0, sizeof(mon.v1));
 	memset(&mon.v2, 0, sizeof(mon.v2));
@@ -775,6 +811,14 @@ static void monitor_open_sources(void)
 	uint64_t total = 0, avail = 0;
 	enum src s = SRC_NONE;
 
+	/* First: a move while the rest is armed is seen at the next check. */
+	if (cg || psi) {
+		mon.cg_fd = open_rooted("/proc/self/cgroup", O_RDONLY);
+		mon.cg_hash = cgroup_hash(mon.cg_fd);
+		if (!mon.cg_hash)
+			close_fd(&mon.cg_fd);
+		atomic_store(&cg_hash_pub, mon.cg_hash);
+	}
 	mon.meminfo_fd = open_rooted("/proc/meminfo", O_RDONLY);
 	if (mon.meminfo_fd >= 0 && read_meminfo(mon.meminfo_fd, &total, &avail) == 0) {
 		mon.mem.limit = total;
@@ -931,9 +975,61 @@ static bool meminfo_polled(void)
 	       mon.v1_warn_efd < 0;
 }
 
+/*
+ * The process was moved into another cgroup (a supervisor that forks and
+ * then moves its child, systemd-run, a container runtime): every source
+ * is armed again for where it is now, and the record says so.
+ */
+static void monitor_rearm(void)
+{
+	enum src old = (enum src)atomic_load(&cur_src);
+
+	monitor_close_all();
+	monitor_init_fds();
+	monitor_open_sources();
+	build_pollset();
+	mon.v1_recheck_ms = now_ms() + LIMIT_RECHECK_MS;
+	vr_debug("moved into another cgroup: source %s, was %s",
+		 src_names[atomic_load(&cur_src)], src_names[old]);
+	publish_status();
+}
+
+/*
+ * Follow the process's cgroup: look at /proc/self/cgroup when asked (a
+ * first volatile mark after an idle spell, a slow path of the API that saw
+ * a change) and every CG_CHECK_MS while volatile memory exists.  With
+ * nothing volatile there is nothing to give back, so the monitor stops
+ * looking and leaves pressure_want_mark set: the next mark wakes it
+ * (pressure_note_mark), and an idle process with nothing volatile never
+ * wakes for this.
+ */
+static void follow_cgroup(uint64_t now)
+{
+	bool asked = atomic_exchange(&cg_check_req, false);
+	uint64_t h;
+
+	if (mon.cg_fd < 0 || !(asked || (mon.cg_active && now >= mon.cg_next_ms)))
+		return;
+	h = cgroup_hash(mon.cg_fd);
+	if (h && h != mon.cg_hash)
+		monitor_rearm();
+	if (mon.cg_fd < 0)
+		return;
+	mon.cg_next_ms = now + CG_CHECK_MS;
+	if (volatile_bytes_now()) {
+		mon.cg_active = true;
+		return;
+	}
+	/* Flag first, then look again: a mark in between is not missed. */
+	atomic_store(&pressure_want_mark, true);
+	mon.cg_active = volatile_bytes_now() != 0;
+}
+
 static void periodic(uint64_t now)
 {
 	uint64_t iv;
+
+	follow_cgroup(now);
 
 	if (atomic_load(&budget) && now >= mon.budget_next_ms) {
 		enforce_budget();
@@ -983,6 +1079,8 @@ static int next_timeout(uint64_t now)
 		next = mon.v1.next_ms;
 	if (meminfo_polled() && mon.mem.next_ms < next)
 		next = mon.mem.next_ms;
+	if (mon.cg_fd >= 0 && mon.cg_active && mon.cg_next_ms < next)
+		next = mon.cg_next_ms;
 	return next <= now ? 0 : (int)(next - now);
 }
 
@@ -1000,6 +1098,8 @@ static void *monitor_main(void *arg)
 		monitor_open_sources();
 		build_pollset();
 		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
+		/* The record (vrangectl list) shows the source found now. */
+		publish_status();
 	}
 
 	enforce_budget();
@@ -1073,6 +1173,7 @@ static void atfork_child(void)
 	if (!mon_running)
 		return;
 	mon_running = false;
+	atomic_store(&running_pub, false);
 	atomic_store(&wake_fd_pub, -1);
 	close_fd(&mon.wake_fd);
 	monitor_close_all();
@@ -1145,6 +1246,7 @@ static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 		goto out;
 	}
 	mon_running = true;
+	atomic_store(&running_pub, true);
 	atomic_store(&wake_fd_pub, mon.wake_fd);
 	if (sync)
 		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
@@ -1174,6 +1276,7 @@ int vrange_monitor_stop(void)
 		monitor_close_all();
 		atomic_store(&cur_src, SRC_NONE);
 		mon_running = false;
+		atomic_store(&running_pub, false);
 	}
 	pthread_mutex_unlock(&mon_lock);
 	publish_status();
@@ -1203,6 +1306,52 @@ void pressure_set_budget(size_t bytes)
 	fd = atomic_load(&wake_fd_pub);
 	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
 		vr_debug("waking the monitor failed: %s", strerror(errno));
+}
+
+static void wake_monitor(void)
+{
+	uint64_t one = 1;
+	int fd = atomic_load(&wake_fd_pub);
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		vr_debug("waking the monitor failed: %s", strerror(errno));
+}
+
+void pressure_mark_seen(void)
+{
+	if (atomic_exchange(&pressure_want_mark, false)) {
+		atomic_store(&cg_check_req, true);
+		wake_monitor();
+	}
+}
+
+void pressure_check_cgroup(void)
+{
+	static _Atomic uint64_t last_ms;
+	uint64_t known = atomic_load(&cg_hash_pub), now, h;
+	struct timespec ts;
+	int fd;
+
+	if (!known)
+		return;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	if (now - atomic_load(&last_ms) < CG_CALLER_MS)
+		return;
+	atomic_store(&last_ms, now);
+	fd = open_rooted("/proc/self/cgroup", O_RDONLY);
+	h = cgroup_hash(fd);
+	if (fd >= 0)
+		close(fd);
+	if (h && h != known) {
+		atomic_store(&cg_check_req, true);
+		wake_monitor();
+	}
+}
+
+bool pressure_running(void)
+{
+	return atomic_load(&running_pub);
 }
 
 void pressure_fill_stats(struct vrange_stats *out)

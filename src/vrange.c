@@ -173,6 +173,7 @@ int vrange_get_stats(struct vrange_stats *out)
 	if (!out)
 		return -EINVAL;
 	vr_init_basic();
+	pressure_check_cgroup();
 	cache_flush_all(); /* released cache values count as volatile */
 	memset(out, 0, sizeof(*out));
 	/* A cache's regions are its own business, not the caller's. */
