@@ -94,6 +94,9 @@
 #define CG_CHECK_MS 500
 /* The callers' slow paths look at most this often. */
 #define CG_CALLER_MS 10
+/* Thresholds are armed again for a new headroom when it grew by a quarter
+ * or shrank by half, the latter at most this often. */
+#define RETUNE_SHRINK_MS 10000
 
 enum kind { K_WAKE, K_PSI, K_PSI_CG, K_V1_WARN, K_V1_CRIT, K_V1_LEVEL, K_V2_EVENTS };
 
@@ -108,6 +111,9 @@ static const char *const src_names[] = {
 struct level {
 	uint64_t limit;         /* 0: none known */
 	uint64_t headroom;
+	uint64_t overshoot;     /* how far usage was past the headroom's
+				 * edge when the monitor read it after an
+				 * upward crossing (decaying maximum) */
 	uint64_t after_act;     /* usage right after our last purge */
 	uint64_t act_ms;        /* when we last purged for it */
 	uint64_t next_ms;       /* next poll */
@@ -133,6 +139,11 @@ struct monitor {
 	/* /proc/meminfo */
 	int meminfo_fd;
 	struct level mem;
+	/* Wake-up latency: run_delay of /proc/thread-self/schedstat */
+	int sched_fd;
+	uint64_t run_delay_ns;
+	uint64_t lat_us;        /* decaying maximum of the samples */
+	uint64_t retune_ms;     /* last time the headroom was shrunk */
 	/* /proc/self/cgroup: what the sources were armed for */
 	int cg_fd;
 	uint64_t cg_hash;
@@ -521,6 +532,40 @@ static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
 	return freed;
 }
 
+/* A decaying maximum: a larger sample at once, a smaller one by 1/16. */
+static void decay_max(uint64_t *m, uint64_t sample)
+{
+	if (sample >= *m)
+		*m = sample;
+	else
+		*m -= (*m - sample) / 16;
+}
+
+/*
+ * The headroom kept below a cgroup v1 limit, whose thresholds give the
+ * monitor its only lead: pressure_headroom()'s floor, or what
+ * the monitor has seen it needs, if more: an allocator at ALLOC_RATE
+ * during twice the wake-up latency it observes (the time between its
+ * eventfd or timer firing and it running: under CPU contention
+ * milliseconds, not microseconds) plus the first purged chunk, and twice
+ * the overshoot seen on this level (usage already past the threshold by
+ * that much when the monitor read it).  At most a quarter of the limit.
+ */
+static uint64_t sized_headroom(const struct level *lv, uint64_t limit)
+{
+	uint64_t h = pressure_headroom(limit);
+	uint64_t by_lat = mon.lat_us * ALLOC_RATE_PER_MS / 1000 * 2 + VFILE_CHUNK_BYTES;
+	uint64_t by_over = lv ? 2 * lv->overshoot : 0;
+
+	if (by_lat > h)
+		h = by_lat;
+	if (by_over > h)
+		h = by_over;
+	if (h > limit / 4 && limit / 4 >= pressure_headroom(limit))
+		h = limit / 4;
+	return h;
+}
+
 /*
  * A polled level (or a threshold eventfd that fired): act if usage is
  * inside the headroom and this is an event, or it is critical, or it rose
@@ -539,6 +584,11 @@ static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(vo
 	if (left < lv->headroom) {
 		bool critical = left < lv->headroom / 4;
 
+		/* Read late after an upward crossing of a v1 threshold (the
+		 * other events fire at the limit, not at our edge). */
+		if (event && lv == &mon.v1 && !lv->after_act)
+			decay_max(&lv->overshoot, lv->headroom - left);
+
 		if (event || critical || usage > lv->after_act ||
 		    now - lv->act_ms >= STALE_ACT_MS) {
 			act(why, usage, lv->limit, lv->headroom, t0_us);
@@ -549,8 +599,10 @@ static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(vo
 		return volatile_bytes_now() ? POLL_MIN_MS : POLL_MAX_MS;
 	}
 	lv->after_act = 0;
-	/* Time an allocator at ALLOC_RATE needs to eat half the rest. */
+	/* Time an allocator at ALLOC_RATE needs to eat half the rest, less
+	 * the wake-up latency the thread observes (it wakes that late). */
 	interval = (left - lv->headroom) / ALLOC_RATE_PER_MS / 2;
+	interval = interval > mon.lat_us / 1000 ? interval - mon.lat_us / 1000 : 0;
 	if (interval < POLL_MIN_MS)
 		interval = POLL_MIN_MS;
 	if (interval > POLL_IDLE_MAX_MS)
@@ -695,7 +747,7 @@ static void v1_arm(uint64_t mem_total)
 		return;
 
 	mon.v1.limit = best_limit;
-	mon.v1.headroom = pressure_headroom(best_limit);
+	mon.v1.headroom = sized_headroom(&mon.v1, best_limit);
 	mon.v1_ctl_fd = open_in(mon.v1_dir, "cgroup.event_control", O_WRONLY);
 	mon.v1_usage_fd = open_in(mon.v1_dir, "memory.usage_in_bytes", O_RDONLY);
 	mon.v1_warn_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1025,11 +1077,54 @@ static void follow_cgroup(uint64_t now)
 	mon.cg_active = volatile_bytes_now() != 0;
 }
 
+/* Wake-up latency: how long the thread just woken waited for a CPU. */
+static void sample_latency(void)
+{
+	char buf[128];
+	unsigned long long run, delay;
+
+	if (mon.sched_fd < 0 || pread_all(mon.sched_fd, buf, sizeof(buf)) <= 0 ||
+	    sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		return;
+	if (mon.run_delay_ns && delay >= mon.run_delay_ns)
+		decay_max(&mon.lat_us, (delay - mon.run_delay_ns) / 1000);
+	mon.run_delay_ns = delay;
+}
+
+/*
+ * Keep the v1 headroom sized by what the monitor observes
+ * (sized_headroom): its thresholds are armed again when it grew by a
+ * quarter (at once) or shrank by half (at most every RETUNE_SHRINK_MS).
+ * The polled levels (v2, meminfo) keep pressure_headroom() and poll
+ * earlier by the latency instead (check_level).
+ */
+static void retune(uint64_t now)
+{
+	if (mon.v1.limit) {
+		uint64_t h = sized_headroom(&mon.v1, mon.v1.limit);
+
+		if (h > mon.v1.headroom + mon.v1.headroom / 4 ||
+		    (h < mon.v1.headroom / 2 && now - mon.retune_ms >= RETUNE_SHRINK_MS)) {
+			vr_debug("memcg v1 headroom %" PRIu64 " -> %" PRIu64 " (wake-up latency %"
+				 PRIu64 " us, overshoot %" PRIu64 ")", mon.v1.headroom, h,
+				 mon.lat_us, mon.v1.overshoot);
+			mon.retune_ms = now;
+			v1_disarm();
+			v1_arm(mon.mem.limit ? mon.mem.limit : UINT64_MAX);
+			build_pollset();
+			/* A threshold armed below the usage will not fire until
+			 * usage crosses it again: look at the level now. */
+			mon.v1.next_ms = now;
+		}
+	}
+}
+
 static void periodic(uint64_t now)
 {
 	uint64_t iv;
 
 	follow_cgroup(now);
+	retune(now);
 
 	if (atomic_load(&budget) && now >= mon.budget_next_ms) {
 		enforce_budget();
@@ -1092,6 +1187,15 @@ static void *monitor_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_mutex_lock(&mon_busy);
+	/* This thread's own scheduling statistics (thread-self: opened here). */
+	mon.sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	sample_latency();
+	for (int i = 0; i < 2 && mon.sched_fd >= 0; i++) {
+		/* Two short sleeps: a first sample of the wake-up latency
+		 * before any event needs it. */
+		poll(NULL, 0, 1);
+		sample_latency();
+	}
 	if (arg) {
 		/* Started by the library itself: the first call of the
 		 * application need not wait for the sources to be found. */
@@ -1111,6 +1215,7 @@ static void *monitor_main(void *arg)
 		n = poll(mon.pfd, (nfds_t)mon.npfd, next_timeout(now));
 		err = errno;
 		pthread_mutex_lock(&mon_busy);
+		sample_latency();
 
 		if (n < 0 && err != EINTR) {
 			vr_debug("monitor poll failed: %s", strerror(err));
@@ -1133,6 +1238,7 @@ static void *monitor_main(void *arg)
 		if (!atomic_load(&stop_req))
 			periodic(now_ms());
 	}
+	close_fd(&mon.sched_fd);
 	pthread_mutex_unlock(&mon_busy);
 	return NULL;
 }
@@ -1176,6 +1282,7 @@ static void atfork_child(void)
 	atomic_store(&running_pub, false);
 	atomic_store(&wake_fd_pub, -1);
 	close_fd(&mon.wake_fd);
+	close_fd(&mon.sched_fd); /* the parent's thread's */
 	monitor_close_all();
 	atomic_store(&cur_src, SRC_NONE);
 	if (monitor_start(&o, false) < 0)
@@ -1222,6 +1329,8 @@ static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 	}
 	monitor_init_fds();
 	mon.opts = o;
+	mon.sched_fd = -1;
+	mon.run_delay_ns = mon.lat_us = mon.retune_ms = 0;
 	mon.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (mon.wake_fd < 0) {
 		r = -errno;
