@@ -51,8 +51,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "file_state.h"
 #include "coordinator.h"
+#include "file_state.h"
+#include "memcg_events.h"
 #include "pressure.h"
 #include "publish.h"
 #include "purge.h"
@@ -64,11 +65,6 @@
 #define OPTS_SIZE_V1 (offsetof(struct vrange_monitor_opts, flags) + sizeof(unsigned int))
 #define KNOWN_FLAGS (VRANGE_MONITOR_NO_PSI | VRANGE_MONITOR_NO_CGROUP)
 
-/* PSI: the kernel takes windows from 500 ms to 10 s; unprivileged (and
- * some sandboxed root) writers only multiples of 2 s (Linux 6.5+). */
-#define PSI_WIN_MIN_US 500000u
-#define PSI_WIN_MAX_US 10000000u
-#define PSI_WIN_STEP_US 2000000u
 
 /* Allocation rate the poll intervals assume (bytes per ms), and bounds. */
 #define ALLOC_RATE_PER_MS (2 * MiB)
@@ -639,33 +635,17 @@ static void add_pfd(int fd, short events, enum kind k)
  * kernel accepts.  The fd, or -errno. */
 static int psi_arm(const char *path, bool root_it)
 {
-	unsigned int win = mon.opts.psi_window_us, stall = mon.opts.psi_stall_us;
-	char buf[64];
-	int fd, r = -EINVAL;
+	unsigned int win = 0;
+	int fd, r;
 
 	fd = root_it ? open_rooted(path, O_RDWR | O_NONBLOCK)
 		     : open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return root_it ? fd : -errno;
-	if (win < PSI_WIN_MIN_US)
-		win = PSI_WIN_MIN_US;
-	if (win > PSI_WIN_MAX_US)
-		win = PSI_WIN_MAX_US;
-	for (;;) {
-		unsigned int s = stall < win ? stall : win / 2;
-		int len = snprintf(buf, sizeof(buf), "some %u %u", s, win);
-
-		if (write(fd, buf, (size_t)len + 1) >= 0) {
-			vr_debug("PSI trigger on %s: some %u us per %u us", path, s, win);
-			return fd;
-		}
-		r = -errno;
-		if (r != -EINVAL || win >= PSI_WIN_MAX_US)
-			break;
-		/* Next accepted candidate: the next multiple of 2 s. */
-		win = (win / PSI_WIN_STEP_US + 1) * PSI_WIN_STEP_US;
-		if (win > PSI_WIN_MAX_US)
-			win = PSI_WIN_MAX_US;
+	r = mcg_psi_write(fd, mon.opts.psi_stall_us, mon.opts.psi_window_us, &win);
+	if (r == 0) {
+		vr_debug("PSI trigger on %s: window %u us", path, win);
+		return fd;
 	}
 	vr_debug("no PSI trigger on %s: %s", path, strerror(-r));
 	close(fd);
@@ -674,12 +654,7 @@ static int psi_arm(const char *path, bool root_it)
 
 static int v1_register(int efd, int target_fd, const char *arg)
 {
-	char buf[64];
-	int len = snprintf(buf, sizeof(buf), "%d %d %s", efd, target_fd, arg);
-
-	if (write(mon.v1_ctl_fd, buf, (size_t)len) < 0)
-		return -errno;
-	return 0;
+	return mcg_v1_register(mon.v1_ctl_fd, efd, target_fd, arg);
 }
 
 static void v1_disarm(void)
@@ -811,13 +786,9 @@ static void v2_arm(uint64_t mem_total)
 		mon.v2.limit = 0;
 		return;
 	}
-	mon.v2_events_fd = open_in(mon.v2_limit_dir, "memory.events", O_RDONLY);
-	if (mon.v2_events_fd >= 0) {
-		char buf[512];
-
-		/* Reading once makes the next change report POLLPRI. */
-		pread_all(mon.v2_events_fd, buf, sizeof(buf));
-	}
+	mon.v2_events_fd = mcg_v2_events_open(mon.v2_limit_dir);
+	if (mon.v2_events_fd < 0)
+		mon.v2_events_fd = -1;
 	vr_debug("memcg v2 %s: limit %" PRIu64 ", headroom %" PRIu64,
 		 mon.v2_limit_dir, mon.v2.limit, mon.v2.headroom);
 }
@@ -1002,17 +973,14 @@ static void handle_event(enum kind k, int fd, short revents, uint64_t t0_us)
 		drain(fd);
 		act("memcg-v1 pressure_level", 0, 0, 0, t0_us);
 		break;
-	case K_V2_EVENTS: {
-		char buf[512];
-
-		pread_all(fd, buf, sizeof(buf));
+	case K_V2_EVENTS:
+		mcg_v2_events_rearm(fd);
 		u = v2_usage();
 		if (mon.v2.limit && u + mon.v2.headroom > mon.v2.limit) {
 			iv = check_level(&mon.v2, "memcg-v2 events", v2_usage, true, t0_us);
 			mon.v2.next_ms = now_ms() + iv;
 		}
 		break;
-	}
 	}
 }
 
