@@ -91,7 +91,7 @@ static int run_one(bool vol, uint64_t limit, uint64_t cache, uint64_t alloc,
 	char dir[2048];
 	bool v2 = false;
 	struct report *rep;
-	int status, sync[2];
+	int status;
 	pid_t pid;
 
 	memset(out, 0, sizeof(*out));
@@ -100,33 +100,19 @@ static int run_one(bool vol, uint64_t limit, uint64_t cache, uint64_t alloc,
 		return -1;
 	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE,
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (rep == MAP_FAILED || pipe(sync) < 0) {
-		snprintf(why, wn, "mmap/pipe: %s", strerror(errno));
+	if (rep == MAP_FAILED) {
+		snprintf(why, wn, "mmap: %s", strerror(errno));
 		demo_cgroup_remove(dir);
 		return -1;
 	}
 	memset(rep, 0, sizeof(*rep));
 	pid = fork();
 	if (pid == 0) {
-		char c;
-
-		close(sync[1]);
-		/* Wait until the parent has moved us into the cgroup. */
-		if (read(sync[0], &c, 1) != 1)
+		/* Into the cgroup first: the library is used only in there. */
+		if (demo_cgroup_enter(dir) < 0)
 			_exit(4);
 		_exit(workload(vol, cache, alloc, rep));
 	}
-	close(sync[0]);
-	if (pid > 0) {
-		char pidstr[32];
-
-		snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
-		if (demo_write(dir, "cgroup.procs", pidstr) < 0)
-			kill(pid, SIGKILL);
-		if (write(sync[1], "g", 1) != 1)
-			kill(pid, SIGKILL);
-	}
-	close(sync[1]);
 	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
 		snprintf(why, wn, "fork/wait: %s", strerror(errno));
 		munmap(rep, sizeof(*rep));

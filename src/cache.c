@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "pressure.h"
 
 #define SHARDS 64
 #define SHARD_SHIFT 58
@@ -354,6 +355,7 @@ int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out
 			      (opts->flags & ~VRANGE_CACHE_EAGER))))
 		return -EINVAL;
 	vr_init();
+	pressure_check_cgroup();
 	c = aligned_alloc(64, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

@@ -26,6 +26,7 @@
 #include "any_mapping.h"
 #include "app_map_faults.h"
 #include "file_state.h"
+#include "pressure.h"
 #include "publish.h"
 #include "uffd_purge.h"
 #include "vrange.h"
@@ -897,8 +898,10 @@ int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
 	int r;
 
 	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_mark(h, n, start, prio, seq ? seq : vr_next_seq()) == 1)
+	    pw_fast_mark(h, n, start, prio, seq ? seq : vr_next_seq()) == 1) {
+		pressure_note_mark();
 		return 0;
+	}
 	r = vfile_lock(f);
 	if (r < 0)
 		return r;
@@ -916,6 +919,8 @@ int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
 	if (r == 0)
 		r = keep_spare(f);
 	vfile_unlock(f);
+	/* After the mark: the monitor it wakes must see it. */
+	pressure_note_mark();
 	return r;
 }
 

@@ -51,8 +51,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "file_state.h"
 #include "coordinator.h"
+#include "file_state.h"
+#include "memcg_events.h"
 #include "pressure.h"
 #include "publish.h"
 #include "purge.h"
@@ -64,11 +65,6 @@
 #define OPTS_SIZE_V1 (offsetof(struct vrange_monitor_opts, flags) + sizeof(unsigned int))
 #define KNOWN_FLAGS (VRANGE_MONITOR_NO_PSI | VRANGE_MONITOR_NO_CGROUP)
 
-/* PSI: the kernel takes windows from 500 ms to 10 s; unprivileged (and
- * some sandboxed root) writers only multiples of 2 s (Linux 6.5+). */
-#define PSI_WIN_MIN_US 500000u
-#define PSI_WIN_MAX_US 10000000u
-#define PSI_WIN_STEP_US 2000000u
 
 /* Allocation rate the poll intervals assume (bytes per ms), and bounds. */
 #define ALLOC_RATE_PER_MS (2 * MiB)
@@ -88,6 +84,15 @@
 /* One purge_run() call frees at most this much, so fork() (whose prepare
  * handler takes the purge lock) never waits long behind the monitor. */
 #define PURGE_STEP (32 * MiB)
+/* While volatile memory exists the monitor re-reads /proc/self/cgroup this
+ * often (one pread, ~2 us): no kernel event tells a process it was moved
+ * into another cgroup, and the promise is to follow within a second. */
+#define CG_CHECK_MS 500
+/* The callers' slow paths look at most this often. */
+#define CG_CALLER_MS 10
+/* Thresholds are armed again for a new headroom when it grew by a quarter
+ * or shrank by half, the latter at most this often. */
+#define RETUNE_SHRINK_MS 10000
 
 enum kind { K_WAKE, K_PSI, K_PSI_CG, K_V1_WARN, K_V1_CRIT, K_V1_LEVEL, K_V2_EVENTS };
 
@@ -102,6 +107,9 @@ static const char *const src_names[] = {
 struct level {
 	uint64_t limit;         /* 0: none known */
 	uint64_t headroom;
+	uint64_t overshoot;     /* how far usage was past the headroom's
+				 * edge when the monitor read it after an
+				 * upward crossing (decaying maximum) */
 	uint64_t after_act;     /* usage right after our last purge */
 	uint64_t act_ms;        /* when we last purged for it */
 	uint64_t next_ms;       /* next poll */
@@ -127,6 +135,16 @@ struct monitor {
 	/* /proc/meminfo */
 	int meminfo_fd;
 	struct level mem;
+	/* Wake-up latency: run_delay of /proc/thread-self/schedstat */
+	int sched_fd;
+	uint64_t run_delay_ns;
+	uint64_t lat_us;        /* decaying maximum of the samples */
+	uint64_t retune_ms;     /* last time the headroom was shrunk */
+	/* /proc/self/cgroup: what the sources were armed for */
+	int cg_fd;
+	uint64_t cg_hash;
+	uint64_t cg_next_ms;
+	bool cg_active;         /* periodic checks on (volatile memory exists) */
 	uint64_t budget_next_ms;
 	struct pollfd pfd[8];
 	enum kind kind[8];
@@ -151,6 +169,12 @@ static _Atomic bool stop_req;
 static _Atomic int cur_src = SRC_NONE;
 static _Atomic size_t budget;
 static _Atomic int wake_fd_pub = -1;    /* for pressure_set_budget() */
+static _Atomic bool running_pub;        /* mon_running, for the record */
+/* /proc/self/cgroup's hash when the sources were armed (0: not watched),
+ * and a request from another thread to look at it again. */
+static _Atomic uint64_t cg_hash_pub;
+static _Atomic bool cg_check_req;
+_Atomic bool pressure_want_mark;
 
 static uint64_t now_ms(void)
 {
@@ -281,6 +305,20 @@ static int read_meminfo(int fd, uint64_t *total, uint64_t *avail)
 	*total = strtoull(t + 9, NULL, 10) << 10;
 	*avail = strtoull(a + 13, NULL, 10) << 10;
 	return 0;
+}
+
+/* FNV-1a of /proc/self/cgroup read through fd; never 0, or 0 on error. */
+static uint64_t cgroup_hash(int fd)
+{
+	char buf[4096];
+	uint64_t h = 14695981039346656037ull;
+	ssize_t n = fd >= 0 ? pread_all(fd, buf, sizeof(buf)) : -EBADF;
+
+	if (n <= 0)
+		return 0;
+	for (ssize_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+	return h | 1;
 }
 
 /* Undo mountinfo's octal escapes (\040 for a space) in place. */
@@ -490,6 +528,40 @@ static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
 	return freed;
 }
 
+/* A decaying maximum: a larger sample at once, a smaller one by 1/16. */
+static void decay_max(uint64_t *m, uint64_t sample)
+{
+	if (sample >= *m)
+		*m = sample;
+	else
+		*m -= (*m - sample) / 16;
+}
+
+/*
+ * The headroom kept below a cgroup v1 limit, whose thresholds give the
+ * monitor its only lead: pressure_headroom()'s floor, or what
+ * the monitor has seen it needs, if more: an allocator at ALLOC_RATE
+ * during twice the wake-up latency it observes (the time between its
+ * eventfd or timer firing and it running: under CPU contention
+ * milliseconds, not microseconds) plus the first purged chunk, and twice
+ * the overshoot seen on this level (usage already past the threshold by
+ * that much when the monitor read it).  At most a quarter of the limit.
+ */
+static uint64_t sized_headroom(const struct level *lv, uint64_t limit)
+{
+	uint64_t h = pressure_headroom(limit);
+	uint64_t by_lat = mon.lat_us * ALLOC_RATE_PER_MS / 1000 * 2 + VFILE_CHUNK_BYTES;
+	uint64_t by_over = lv ? 2 * lv->overshoot : 0;
+
+	if (by_lat > h)
+		h = by_lat;
+	if (by_over > h)
+		h = by_over;
+	if (h > limit / 4 && limit / 4 >= pressure_headroom(limit))
+		h = limit / 4;
+	return h;
+}
+
 /*
  * A polled level (or a threshold eventfd that fired): act if usage is
  * inside the headroom and this is an event, or it is critical, or it rose
@@ -508,6 +580,11 @@ static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(vo
 	if (left < lv->headroom) {
 		bool critical = left < lv->headroom / 4;
 
+		/* Read late after an upward crossing of a v1 threshold (the
+		 * other events fire at the limit, not at our edge). */
+		if (event && lv == &mon.v1 && !lv->after_act)
+			decay_max(&lv->overshoot, lv->headroom - left);
+
 		if (event || critical || usage > lv->after_act ||
 		    now - lv->act_ms >= STALE_ACT_MS) {
 			act(why, usage, lv->limit, lv->headroom, t0_us);
@@ -518,8 +595,10 @@ static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(vo
 		return volatile_bytes_now() ? POLL_MIN_MS : POLL_MAX_MS;
 	}
 	lv->after_act = 0;
-	/* Time an allocator at ALLOC_RATE needs to eat half the rest. */
+	/* Time an allocator at ALLOC_RATE needs to eat half the rest, less
+	 * the wake-up latency the thread observes (it wakes that late). */
 	interval = (left - lv->headroom) / ALLOC_RATE_PER_MS / 2;
+	interval = interval > mon.lat_us / 1000 ? interval - mon.lat_us / 1000 : 0;
 	if (interval < POLL_MIN_MS)
 		interval = POLL_MIN_MS;
 	if (interval > POLL_IDLE_MAX_MS)
@@ -556,33 +635,17 @@ static void add_pfd(int fd, short events, enum kind k)
  * kernel accepts.  The fd, or -errno. */
 static int psi_arm(const char *path, bool root_it)
 {
-	unsigned int win = mon.opts.psi_window_us, stall = mon.opts.psi_stall_us;
-	char buf[64];
-	int fd, r = -EINVAL;
+	unsigned int win = 0;
+	int fd, r;
 
 	fd = root_it ? open_rooted(path, O_RDWR | O_NONBLOCK)
 		     : open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return root_it ? fd : -errno;
-	if (win < PSI_WIN_MIN_US)
-		win = PSI_WIN_MIN_US;
-	if (win > PSI_WIN_MAX_US)
-		win = PSI_WIN_MAX_US;
-	for (;;) {
-		unsigned int s = stall < win ? stall : win / 2;
-		int len = snprintf(buf, sizeof(buf), "some %u %u", s, win);
-
-		if (write(fd, buf, (size_t)len + 1) >= 0) {
-			vr_debug("PSI trigger on %s: some %u us per %u us", path, s, win);
-			return fd;
-		}
-		r = -errno;
-		if (r != -EINVAL || win >= PSI_WIN_MAX_US)
-			break;
-		/* Next accepted candidate: the next multiple of 2 s. */
-		win = (win / PSI_WIN_STEP_US + 1) * PSI_WIN_STEP_US;
-		if (win > PSI_WIN_MAX_US)
-			win = PSI_WIN_MAX_US;
+	r = mcg_psi_write(fd, mon.opts.psi_stall_us, mon.opts.psi_window_us, &win);
+	if (r == 0) {
+		vr_debug("PSI trigger on %s: window %u us", path, win);
+		return fd;
 	}
 	vr_debug("no PSI trigger on %s: %s", path, strerror(-r));
 	close(fd);
@@ -591,12 +654,7 @@ static int psi_arm(const char *path, bool root_it)
 
 static int v1_register(int efd, int target_fd, const char *arg)
 {
-	char buf[64];
-	int len = snprintf(buf, sizeof(buf), "%d %d %s", efd, target_fd, arg);
-
-	if (write(mon.v1_ctl_fd, buf, (size_t)len) < 0)
-		return -errno;
-	return 0;
+	return mcg_v1_register(mon.v1_ctl_fd, efd, target_fd, arg);
 }
 
 static void v1_disarm(void)
@@ -664,7 +722,7 @@ static void v1_arm(uint64_t mem_total)
 		return;
 
 	mon.v1.limit = best_limit;
-	mon.v1.headroom = pressure_headroom(best_limit);
+	mon.v1.headroom = sized_headroom(&mon.v1, best_limit);
 	mon.v1_ctl_fd = open_in(mon.v1_dir, "cgroup.event_control", O_WRONLY);
 	mon.v1_usage_fd = open_in(mon.v1_dir, "memory.usage_in_bytes", O_RDONLY);
 	mon.v1_warn_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -728,13 +786,9 @@ static void v2_arm(uint64_t mem_total)
 		mon.v2.limit = 0;
 		return;
 	}
-	mon.v2_events_fd = open_in(mon.v2_limit_dir, "memory.events", O_RDONLY);
-	if (mon.v2_events_fd >= 0) {
-		char buf[512];
-
-		/* Reading once makes the next change report POLLPRI. */
-		pread_all(mon.v2_events_fd, buf, sizeof(buf));
-	}
+	mon.v2_events_fd = mcg_v2_events_open(mon.v2_limit_dir);
+	if (mon.v2_events_fd < 0)
+		mon.v2_events_fd = -1;
 	vr_debug("memcg v2 %s: limit %" PRIu64 ", headroom %" PRIu64,
 		 mon.v2_limit_dir, mon.v2.limit, mon.v2.headroom);
 }
@@ -749,6 +803,8 @@ static void monitor_close_all(void)
 	close_fd(&mon.v2_current_fd);
 	close_fd(&mon.v2_events_fd);
 	close_fd(&mon.meminfo_fd);
+	close_fd(&mon.cg_fd);
+	atomic_store(&cg_hash_pub, 0);
 	free(mon.v1_dir);
 	free(mon.v2_dir);
 	free(mon.v2_limit_dir);
@@ -760,7 +816,10 @@ static void monitor_init_fds(void)
 	mon.psi_fd = mon.psi_cg_fd = -1;
 	mon.v1_usage_fd = mon.v1_ctl_fd = mon.v1_level_fd = -1;
 	mon.v1_warn_efd = mon.v1_crit_efd = mon.v1_level_efd = -1;
-	mon.v2_current_fd = mon.v2_events_fd = mon.meminfo_fd = -1;
+	mon.v2_current_fd = mon.v2_events_fd = mon.meminfo_fd = mon.cg_fd = -1;
+	mon.cg_hash = 0;
+	mon.cg_active = true;
+	mon.cg_next_ms = 0;
 	mon.v1_dir = mon.v2_dir = mon.v2_limit_dir = NULL;
 	memset(&mon.v1, 0, sizeof(mon.v1));
 	memset(&mon.v2, 0, sizeof(mon.v2));
@@ -775,6 +834,14 @@ static void monitor_open_sources(void)
 	uint64_t total = 0, avail = 0;
 	enum src s = SRC_NONE;
 
+	/* First: a move while the rest is armed is seen at the next check. */
+	if (cg || psi) {
+		mon.cg_fd = open_rooted("/proc/self/cgroup", O_RDONLY);
+		mon.cg_hash = cgroup_hash(mon.cg_fd);
+		if (!mon.cg_hash)
+			close_fd(&mon.cg_fd);
+		atomic_store(&cg_hash_pub, mon.cg_hash);
+	}
 	mon.meminfo_fd = open_rooted("/proc/meminfo", O_RDONLY);
 	if (mon.meminfo_fd >= 0 && read_meminfo(mon.meminfo_fd, &total, &avail) == 0) {
 		mon.mem.limit = total;
@@ -906,17 +973,14 @@ static void handle_event(enum kind k, int fd, short revents, uint64_t t0_us)
 		drain(fd);
 		act("memcg-v1 pressure_level", 0, 0, 0, t0_us);
 		break;
-	case K_V2_EVENTS: {
-		char buf[512];
-
-		pread_all(fd, buf, sizeof(buf));
+	case K_V2_EVENTS:
+		mcg_v2_events_rearm(fd);
 		u = v2_usage();
 		if (mon.v2.limit && u + mon.v2.headroom > mon.v2.limit) {
 			iv = check_level(&mon.v2, "memcg-v2 events", v2_usage, true, t0_us);
 			mon.v2.next_ms = now_ms() + iv;
 		}
 		break;
-	}
 	}
 }
 
@@ -931,9 +995,104 @@ static bool meminfo_polled(void)
 	       mon.v1_warn_efd < 0;
 }
 
+/*
+ * The process was moved into another cgroup (a supervisor that forks and
+ * then moves its child, systemd-run, a container runtime): every source
+ * is armed again for where it is now, and the record says so.
+ */
+static void monitor_rearm(void)
+{
+	enum src old = (enum src)atomic_load(&cur_src);
+
+	monitor_close_all();
+	monitor_init_fds();
+	monitor_open_sources();
+	build_pollset();
+	mon.v1_recheck_ms = now_ms() + LIMIT_RECHECK_MS;
+	vr_debug("moved into another cgroup: source %s, was %s",
+		 src_names[atomic_load(&cur_src)], src_names[old]);
+	publish_status();
+}
+
+/*
+ * Follow the process's cgroup: look at /proc/self/cgroup when asked (a
+ * first volatile mark after an idle spell, a slow path of the API that saw
+ * a change) and every CG_CHECK_MS while volatile memory exists.  With
+ * nothing volatile there is nothing to give back, so the monitor stops
+ * looking and leaves pressure_want_mark set: the next mark wakes it
+ * (pressure_note_mark), and an idle process with nothing volatile never
+ * wakes for this.
+ */
+static void follow_cgroup(uint64_t now)
+{
+	bool asked = atomic_exchange(&cg_check_req, false);
+	uint64_t h;
+
+	if (mon.cg_fd < 0 || !(asked || (mon.cg_active && now >= mon.cg_next_ms)))
+		return;
+	h = cgroup_hash(mon.cg_fd);
+	if (h && h != mon.cg_hash)
+		monitor_rearm();
+	if (mon.cg_fd < 0)
+		return;
+	mon.cg_next_ms = now + CG_CHECK_MS;
+	if (volatile_bytes_now()) {
+		mon.cg_active = true;
+		return;
+	}
+	/* Flag first, then look again: a mark in between is not missed. */
+	atomic_store(&pressure_want_mark, true);
+	mon.cg_active = volatile_bytes_now() != 0;
+}
+
+/* Wake-up latency: how long the thread just woken waited for a CPU. */
+static void sample_latency(void)
+{
+	char buf[128];
+	unsigned long long run, delay;
+
+	if (mon.sched_fd < 0 || pread_all(mon.sched_fd, buf, sizeof(buf)) <= 0 ||
+	    sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		return;
+	if (mon.run_delay_ns && delay >= mon.run_delay_ns)
+		decay_max(&mon.lat_us, (delay - mon.run_delay_ns) / 1000);
+	mon.run_delay_ns = delay;
+}
+
+/*
+ * Keep the v1 headroom sized by what the monitor observes
+ * (sized_headroom): its thresholds are armed again when it grew by a
+ * quarter (at once) or shrank by half (at most every RETUNE_SHRINK_MS).
+ * The polled levels (v2, meminfo) keep pressure_headroom() and poll
+ * earlier by the latency instead (check_level).
+ */
+static void retune(uint64_t now)
+{
+	if (mon.v1.limit) {
+		uint64_t h = sized_headroom(&mon.v1, mon.v1.limit);
+
+		if (h > mon.v1.headroom + mon.v1.headroom / 4 ||
+		    (h < mon.v1.headroom / 2 && now - mon.retune_ms >= RETUNE_SHRINK_MS)) {
+			vr_debug("memcg v1 headroom %" PRIu64 " -> %" PRIu64 " (wake-up latency %"
+				 PRIu64 " us, overshoot %" PRIu64 ")", mon.v1.headroom, h,
+				 mon.lat_us, mon.v1.overshoot);
+			mon.retune_ms = now;
+			v1_disarm();
+			v1_arm(mon.mem.limit ? mon.mem.limit : UINT64_MAX);
+			build_pollset();
+			/* A threshold armed below the usage will not fire until
+			 * usage crosses it again: look at the level now. */
+			mon.v1.next_ms = now;
+		}
+	}
+}
+
 static void periodic(uint64_t now)
 {
 	uint64_t iv;
+
+	follow_cgroup(now);
+	retune(now);
 
 	if (atomic_load(&budget) && now >= mon.budget_next_ms) {
 		enforce_budget();
@@ -983,6 +1142,8 @@ static int next_timeout(uint64_t now)
 		next = mon.v1.next_ms;
 	if (meminfo_polled() && mon.mem.next_ms < next)
 		next = mon.mem.next_ms;
+	if (mon.cg_fd >= 0 && mon.cg_active && mon.cg_next_ms < next)
+		next = mon.cg_next_ms;
 	return next <= now ? 0 : (int)(next - now);
 }
 
@@ -994,12 +1155,23 @@ static void *monitor_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_mutex_lock(&mon_busy);
+	/* This thread's own scheduling statistics (thread-self: opened here). */
+	mon.sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	sample_latency();
+	for (int i = 0; i < 2 && mon.sched_fd >= 0; i++) {
+		/* Two short sleeps: a first sample of the wake-up latency
+		 * before any event needs it. */
+		poll(NULL, 0, 1);
+		sample_latency();
+	}
 	if (arg) {
 		/* Started by the library itself: the first call of the
 		 * application need not wait for the sources to be found. */
 		monitor_open_sources();
 		build_pollset();
 		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
+		/* The record (vrangectl list) shows the source found now. */
+		publish_status();
 	}
 
 	enforce_budget();
@@ -1011,6 +1183,7 @@ static void *monitor_main(void *arg)
 		n = poll(mon.pfd, (nfds_t)mon.npfd, next_timeout(now));
 		err = errno;
 		pthread_mutex_lock(&mon_busy);
+		sample_latency();
 
 		if (n < 0 && err != EINTR) {
 			vr_debug("monitor poll failed: %s", strerror(err));
@@ -1033,6 +1206,7 @@ static void *monitor_main(void *arg)
 		if (!atomic_load(&stop_req))
 			periodic(now_ms());
 	}
+	close_fd(&mon.sched_fd);
 	pthread_mutex_unlock(&mon_busy);
 	return NULL;
 }
@@ -1073,8 +1247,10 @@ static void atfork_child(void)
 	if (!mon_running)
 		return;
 	mon_running = false;
+	atomic_store(&running_pub, false);
 	atomic_store(&wake_fd_pub, -1);
 	close_fd(&mon.wake_fd);
+	close_fd(&mon.sched_fd); /* the parent's thread's */
 	monitor_close_all();
 	atomic_store(&cur_src, SRC_NONE);
 	if (monitor_start(&o, false) < 0)
@@ -1121,6 +1297,8 @@ static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 	}
 	monitor_init_fds();
 	mon.opts = o;
+	mon.sched_fd = -1;
+	mon.run_delay_ns = mon.lat_us = mon.retune_ms = 0;
 	mon.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (mon.wake_fd < 0) {
 		r = -errno;
@@ -1145,6 +1323,7 @@ static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 		goto out;
 	}
 	mon_running = true;
+	atomic_store(&running_pub, true);
 	atomic_store(&wake_fd_pub, mon.wake_fd);
 	if (sync)
 		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
@@ -1174,6 +1353,7 @@ int vrange_monitor_stop(void)
 		monitor_close_all();
 		atomic_store(&cur_src, SRC_NONE);
 		mon_running = false;
+		atomic_store(&running_pub, false);
 	}
 	pthread_mutex_unlock(&mon_lock);
 	publish_status();
@@ -1203,6 +1383,52 @@ void pressure_set_budget(size_t bytes)
 	fd = atomic_load(&wake_fd_pub);
 	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
 		vr_debug("waking the monitor failed: %s", strerror(errno));
+}
+
+static void wake_monitor(void)
+{
+	uint64_t one = 1;
+	int fd = atomic_load(&wake_fd_pub);
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		vr_debug("waking the monitor failed: %s", strerror(errno));
+}
+
+void pressure_mark_seen(void)
+{
+	if (atomic_exchange(&pressure_want_mark, false)) {
+		atomic_store(&cg_check_req, true);
+		wake_monitor();
+	}
+}
+
+void pressure_check_cgroup(void)
+{
+	static _Atomic uint64_t last_ms;
+	uint64_t known = atomic_load(&cg_hash_pub), now, h;
+	struct timespec ts;
+	int fd;
+
+	if (!known)
+		return;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	if (now - atomic_load(&last_ms) < CG_CALLER_MS)
+		return;
+	atomic_store(&last_ms, now);
+	fd = open_rooted("/proc/self/cgroup", O_RDONLY);
+	h = cgroup_hash(fd);
+	if (fd >= 0)
+		close(fd);
+	if (h && h != known) {
+		atomic_store(&cg_check_req, true);
+		wake_monitor();
+	}
+}
+
+bool pressure_running(void)
+{
+	return atomic_load(&running_pub);
 }
 
 void pressure_fill_stats(struct vrange_stats *out)

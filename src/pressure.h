@@ -3,6 +3,8 @@
 #ifndef VRANGE_PRESSURE_H
 #define VRANGE_PRESSURE_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +23,28 @@ void pressure_fork_done(void) VR_HIDDEN;
 
 /* Set the budget (0 = none) and wake the monitor to enforce it. */
 void pressure_set_budget(size_t bytes) VR_HIDDEN;
+
+/* Whether the monitor thread runs (for the record vrangectl reads). */
+bool pressure_running(void) VR_HIDDEN;
+
+/*
+ * Following the process into another cgroup (no kernel event tells of a
+ * move).  pressure_check_cgroup: a slow path of the API (region or cache
+ * made, stats, purge) compares /proc/self/cgroup with what the monitor
+ * armed for, at most every 10 ms, and wakes it on a change.
+ * pressure_note_mark: every volatile mark; set while the monitor sleeps
+ * with nothing volatile, it wakes the monitor once, which then checks its
+ * cgroup twice a second for as long as volatile memory exists.
+ */
+void pressure_check_cgroup(void) VR_HIDDEN;
+extern _Atomic bool pressure_want_mark VR_HIDDEN;
+void pressure_mark_seen(void) VR_HIDDEN;
+static inline void pressure_note_mark(void)
+{
+	if (__builtin_expect(atomic_load_explicit(&pressure_want_mark,
+						  memory_order_relaxed), 0))
+		pressure_mark_seen();
+}
 
 /*
  * Copy the name of the pressure source in use into out->pressure_source:

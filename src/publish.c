@@ -184,7 +184,9 @@ static void fill_status(void)
 	pub->purged_total = pc.purged_total;
 	pub->pressure_events = pc.pressure_events;
 	pub->refills = pc.refills;
-	pub->monitor = strcmp(st.pressure_source, "none") != 0;
+	/* Running, even while an autostarted thread still looks for its
+	 * sources (it publishes again once it has them). */
+	pub->monitor = pressure_running() || strcmp(st.pressure_source, "none") != 0;
 	memcpy(pub->pressure_source, st.pressure_source, sizeof(pub->pressure_source));
 	strncpy(pub->access_fallback, uffd_fallback_reason(),
 		sizeof(pub->access_fallback) - 1);

@@ -15,6 +15,7 @@
 #include "any_mapping.h"
 #include "cache.h"
 #include "file_state.h"
+#include "pressure.h"
 #include "publish.h"
 #include "purge.h"
 #include "region.h"
@@ -148,7 +149,10 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 
 ssize_t vrange_purge(size_t bytes)
 {
-	uint64_t freed = purge_run(bytes);
+	uint64_t freed;
+
+	pressure_check_cgroup();
+	freed = purge_run(bytes);
 
 	return freed > SSIZE_MAX ? SSIZE_MAX : (ssize_t)freed;
 }

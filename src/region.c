@@ -14,6 +14,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "pressure.h"
 #include "region.h"
 #include "region_table.h"
 #include "shared_file.h"
@@ -180,6 +181,7 @@ int vrange_region_create(const char *name, size_t size, unsigned int flags,
 	vr_init();
 	if (!out)
 		return -EINVAL;
+	pressure_check_cgroup();
 	ret = round_size(size, &rsize);
 	if (ret == 0)
 		ret = choose_access(flags, &access);
@@ -228,6 +230,7 @@ int vrange_region_adopt(int fd, unsigned int flags, vrange_region **out)
 	if (ret < 0)
 		return ret;
 	vr_init();
+	pressure_check_cgroup();
 	ret = choose_access(flags, &access);
 	if (ret < 0)
 		return ret;

@@ -172,6 +172,7 @@ static void fill_stats(struct vrange_stats *out)
 	uint64_t vol, purged, resident;
 
 	vr_init_basic();
+	pressure_check_cgroup();
 	cache_flush_all(); /* released cache values count as volatile */
 	memset(out, 0, sizeof(*out));
 	/* A cache's regions are its own business, not the caller's. */

@@ -744,6 +744,7 @@ START_TEST(test_idle_keeps_cache)
 	vrange_region *r = touched_region(size, 0x12);
 	long long stall0, stall1;
 	long sw0, sw1;
+	int secs = test_quick() ? 2 : 4;
 	bool evented;
 
 	ck_assert_int_eq(vrange_mark_volatile(r, 0, size), 0);
@@ -754,7 +755,7 @@ START_TEST(test_idle_keeps_cache)
 	evented = strcmp(st.pressure_source, "meminfo") && strcmp(st.pressure_source, "none");
 	usleep(200000); /* the thread's start-up and first checks */
 	sw0 = other_threads_switches();
-	sleep(test_quick() ? 2 : 4);
+	sleep((unsigned int)secs);
 	sw1 = other_threads_switches();
 	stall1 = psi_some_total_us();
 	get_stats(&st);
@@ -768,11 +769,22 @@ START_TEST(test_idle_keeps_cache)
 	}
 	ck_assert_uint_eq(st.purged_total, 0);
 	ck_assert_uint_eq(st.pressure_events, 0);
+	/* While volatile memory exists, the monitor looks at its cgroup twice
+	 * a second (no event tells of a move) and does nothing else. */
 	if (evented)
-		ck_assert_msg(sw1 == sw0, "the idle monitor woke %ld times (source %s)",
-			      sw1 - sw0, st.pressure_source);
+		ck_assert_msg(sw1 - sw0 <= 2 * secs + 2,
+			      "the idle monitor woke %ld times in %d s (source %s)",
+			      sw1 - sw0, secs, st.pressure_source);
 	ck_assert_uint_ge(resident(r), size);
 	ck_assert_int_eq(vrange_mark_nonvolatile(r, 0, size), VRANGE_INTACT);
+	/* Nothing volatile: nothing to give back, no wake-up at all. */
+	usleep(700000); /* its last cgroup check sees nothing volatile */
+	sw0 = other_threads_switches();
+	sleep(2);
+	sw1 = other_threads_switches();
+	if (evented)
+		ck_assert_msg(sw1 == sw0, "the monitor woke %ld times with nothing volatile",
+			      sw1 - sw0);
 	ck_assert_int_eq(vrange_monitor_stop(), 0);
 	vrange_region_destroy(r);
 }
@@ -943,6 +955,124 @@ START_TEST(test_survival_plain_is_killed)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Following the process into another cgroup */
+
+struct follow {
+	bool wait_second;       /* volatile memory before the move; then wait 1 s */
+	struct { volatile uint64_t allocated, purged; volatile int done;
+		 char before[32], after[32]; } *rep;
+};
+
+/*
+ * The child starts the monitor outside the cgroup (source "psi" or what
+ * this machine has), is moved into a 256 MiB memory cgroup by the parent,
+ * then fills a 192 MiB volatile cache and allocates 128 MiB into the rest
+ * at full speed: it survives only if its monitor followed it there.
+ *  - immediate: the cache's region is made after the move, filled and
+ *    allocated into at once (the slow path and the first mark notice);
+ *  - wait_second: a small volatile region exists before the move, so the
+ *    monitor checks its cgroup on its own cadence; the cache's region is
+ *    made before the move and only filled after it, and the allocation
+ *    starts one second after the move (the promise: within a second).
+ */
+static int follow_child(struct follow *f, int rd, int wr)
+{
+	const size_t cache = 192 * MiB;
+	struct vrange_stats st;
+	vrange_region *r = NULL, *small;
+	char c = 'r';
+	int ret = vrange_monitor_start(NULL);
+
+	if (ret < 0 && ret != -EALREADY)
+		return 30;
+	if (f->wait_second) {
+		if (vrange_region_create("follow-small", MiB, VRANGE_ACCESS_ZERO, &small) < 0)
+			return 31;
+		memset(vrange_region_base(small), 1, MiB);
+		if (vrange_mark_volatile(small, 0, MiB) < 0 ||
+		    vrange_region_create("follow", cache, VRANGE_ACCESS_ZERO, &r) < 0)
+			return 31;
+	}
+	vrange_get_stats(&st);
+	memcpy(f->rep->before, st.pressure_source, sizeof(st.pressure_source));
+	if (write(wr, &c, 1) != 1 || read(rd, &c, 1) != 1 || c != 'g')
+		return 32;
+	/* Inside the cgroup now. */
+	if (!r && vrange_region_create("follow", cache, VRANGE_ACCESS_ZERO, &r) < 0)
+		return 33;
+	memset(vrange_region_base(r), 0xcc, cache);
+	if (vrange_mark_volatile(r, 0, cache) < 0)
+		return 34;
+	if (f->wait_second)
+		usleep(1000000);
+	for (uint64_t done = 0; done < 128 * MiB; done += MiB) {
+		char *p = mmap(NULL, MiB, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return 35;
+		memset(p, 0x5a, MiB);
+		f->rep->allocated = done + MiB;
+	}
+	vrange_get_stats(&st);
+	memcpy(f->rep->after, st.pressure_source, sizeof(st.pressure_source));
+	f->rep->purged = st.purged_total;
+	f->rep->done = 1;
+	return 0;
+}
+
+static void follow_run(bool wait_second)
+{
+	struct follow f = { .wait_second = wait_second };
+	int to_child[2], to_parent[2], status;
+	char why[256], c;
+	struct cg cg;
+	pid_t pid;
+
+	if (getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("valgrind runs one thread at a time: the monitor cannot race a full-speed allocator");
+	if (cg_create(&cg, 256 * MiB, false, why, sizeof(why)) < 0)
+		TEST_SKIP("%s", why);
+	f.rep = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(f.rep, MAP_FAILED);
+	memset((void *)f.rep, 0, 4096);
+	ck_assert_int_eq(pipe(to_child), 0);
+	ck_assert_int_eq(pipe(to_parent), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(follow_child(&f, to_child[0], to_parent[1]));
+	/* The child's monitor runs outside the cgroup; now move it. */
+	ck_assert_int_eq(read(to_parent[0], &c, 1), 1);
+	c = cg_enter(&cg, pid) == 0 ? 'g' : 'x';
+	ck_assert_int_eq(write(to_child[1], &c, 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	cg_remove(&cg);
+	fprintf(stderr, "follow (%s): status 0x%x, source %s before the move, %s after; "
+		"%" PRIu64 " MiB allocated, %" PRIu64 " MiB purged\n",
+		wait_second ? "one second later" : "at once", status, f.rep->before,
+		f.rep->after, f.rep->allocated / MiB, f.rep->purged / MiB);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0 && f.rep->done,
+		      "the child moved into the cgroup did not survive (status 0x%x, "
+		      "%" PRIu64 " MiB allocated)", status, f.rep->allocated / MiB);
+	ck_assert_str_eq(f.rep->after, cg.v2 ? "memcg-v2" : "memcg-v1");
+	ck_assert_uint_ge(f.rep->purged, 32 * MiB);
+	munmap((void *)f.rep, 4096);
+}
+
+START_TEST(test_follow_cgroup_at_once)
+{
+	follow_run(false);
+}
+END_TEST
+
+START_TEST(test_follow_cgroup_within_second)
+{
+	follow_run(true);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("pressure");
@@ -974,6 +1104,8 @@ Suite *test_suite(void)
 	t = tcase_create("survival");
 	tcase_add_test(t, test_survival_volatile);
 	tcase_add_test(t, test_survival_plain_is_killed);
+	tcase_add_test(t, test_follow_cgroup_at_once);
+	tcase_add_test(t, test_follow_cgroup_within_second);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -879,6 +879,46 @@ static void test_handover(void)
 	rmdir(root);
 }
 
+/*
+ * The record shows the monitor from the moment it exists: a process whose
+ * monitor started by itself with its first region is listed with the
+ * monitor on and its pressure source, before any purge or stats call of
+ * its own (issue 25 item 6).  The source is found by the monitor thread
+ * just after it starts: allow it a moment.
+ */
+static void test_monitor_shown(void)
+{
+	struct tgt a;
+	json_object *list = NULL, *p, *v;
+	const char *src = "";
+	bool on = false;
+	double end;
+
+	setenv("VRANGE_MONITOR", "1", 1);
+	a = spawn_target();
+	setenv("VRANGE_MONITOR", "0", 1);
+	cmd(&a, "region shown 64 zero");
+	end = now_s() + 5;
+	do {
+		json_object_put(list);
+		list = run_json(20, NULL, "list", "--json", NULL);
+		p = find_proc(list, a.pid);
+		on = p && json_object_object_get_ex(p, "monitor", &v) &&
+		     json_object_get_boolean(v);
+		src = p && json_object_object_get_ex(p, "pressure_source", &v) ?
+		      json_object_get_string(v) : "";
+		if (on && strcmp(src, "none"))
+			break;
+		usleep(50000);
+	} while (now_s() < end);
+	CHECK(p, "process %d listed", (int)a.pid);
+	CHECK(on, "monitor shown off for a process whose monitor runs");
+	CHECK(src && *src && strcmp(src, "none"), "pressure source \"%s\" before any stats call",
+	      src ? src : "(null)");
+	json_object_put(list);
+	stop(&a);
+}
+
 int main(int argc, char **argv)
 {
 	page = sysconf(_SC_PAGESIZE);
@@ -895,6 +935,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	setenv("VRANGE_MONITOR", "0", 1);
 	test_exact_figures();
+	test_monitor_shown();
 	test_show_ranges();
 	test_global_order();
 	test_truthful_purge();

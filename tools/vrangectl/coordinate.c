@@ -7,12 +7,18 @@
  * the processes' own monitors leave library files to it.  It groups the
  * processes it can read by the memory cgroup that limits them (v1 or v2,
  * the nearest ancestor with a finite limit; the machine's MemTotal for the
- * rest), polls each group's usage at an interval shrinking with the
- * headroom left - the in-process monitor's policy (pressure.h) - and when
- * a group is inside its headroom frees what brings it back to twice the
- * headroom below the limit (everything volatile when under a quarter of
- * it is left), oldest first across the group's processes.  A purge frees at
- * most what was asked for (chunks are cut to the bytes still wanted).
+ * rest), and watches each group with the in-process monitor's event
+ * sources (memcg_events.h): cgroup v1 usage thresholds at the headroom's
+ * edge and at a quarter of it, cgroup v2 memory.events and a PSI trigger on
+ * the group's memory.pressure.  An event looks at the group at once; polls
+ * remain for what has no event (v2 usage against its limit, at an interval
+ * shrinking with the headroom left; the machine's MemAvailable) and, while
+ * inside the headroom, every millisecond.  When a group is inside its
+ * headroom the coordinator frees what brings it back to twice the headroom
+ * below the limit (everything volatile when under a quarter of it is
+ * left), oldest first across the group's processes - the in-process
+ * monitor's policy (pressure.h).  A purge frees at most what was asked for
+ * (chunks are cut to the bytes still wanted).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +37,7 @@
 
 #include "commands.h"
 #include "coordinator.h"
+#include "memcg_events.h"
 #include "pressure.h"
 #include "purge_all.h"
 
@@ -41,11 +48,19 @@
 #define REFRESH_MS 500
 #define STALE_ACT_MS 1000
 #define MAX_GROUPS 256
+/* PSI trigger on a v2 group: 100 ms of stall in the shortest window the
+ * kernel takes from us (2 s where only multiples of 2 s are allowed). */
+#define PSI_STALL_US 100000u
+#define PSI_WIN_US 1000000u
 
 struct group {
 	char dir[512];          /* cgroup directory, "" = the machine */
 	bool v2;
 	uint64_t act_ms, after_act;
+	/* Events (-1: none): v1 usage thresholds armed against armed_limit,
+	 * v2 memory.events and PSI trigger. */
+	int usage_fd, warn_efd, crit_efd, events_fd, psi_fd;
+	uint64_t armed_limit;
 	size_t *members;        /* indexes into the process snapshot */
 	size_t n;
 };
@@ -182,6 +197,8 @@ static size_t build_groups(const struct vc_proc *p, size_t n, struct group *g)
 			if (ng == MAX_GROUPS)
 				continue;
 			memset(&g[ng], 0, sizeof(g[ng]));
+			g[ng].usage_fd = g[ng].warn_efd = g[ng].crit_efd = -1;
+			g[ng].events_fd = g[ng].psi_fd = -1;
 			snprintf(g[ng].dir, sizeof(g[ng].dir), "%s", dir);
 			g[ng].v2 = v2;
 			g[ng].members = calloc(n, sizeof(size_t));
@@ -194,10 +211,69 @@ static size_t build_groups(const struct vc_proc *p, size_t n, struct group *g)
 	return ng;
 }
 
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void disarm(struct group *g)
+{
+	close_fd(&g->warn_efd);
+	close_fd(&g->crit_efd);
+	close_fd(&g->usage_fd);
+	close_fd(&g->events_fd);
+	close_fd(&g->psi_fd);
+	g->armed_limit = 0;
+}
+
+/*
+ * Arm the group's events for its limit now (again if it changed since):
+ * the in-process monitor's sources, on the group's cgroup.  A source the
+ * kernel refuses is left to the polls.
+ */
+static void arm(struct group *g)
+{
+	uint64_t limit, usage, headroom;
+	char path[640];
+	int fd;
+
+	if (!g->dir[0])
+		return;
+	level(g, &limit, &usage);
+	if (limit == UINT64_MAX || limit == g->armed_limit)
+		return;
+	disarm(g);
+	g->armed_limit = limit;
+	headroom = pressure_headroom(limit);
+	if (g->v2) {
+		fd = mcg_v2_events_open(g->dir);
+		g->events_fd = fd >= 0 ? fd : -1;
+		fd = mcg_psi_open(g->dir, PSI_STALL_US, PSI_WIN_US);
+		g->psi_fd = fd >= 0 ? fd : -1;
+	} else if (limit > headroom) {
+		snprintf(path, sizeof(path), "%.512s/memory.usage_in_bytes", g->dir);
+		g->usage_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (g->usage_fd >= 0) {
+			fd = mcg_v1_threshold(g->dir, g->usage_fd, limit - headroom);
+			g->warn_efd = fd >= 0 ? fd : -1;
+			fd = mcg_v1_threshold(g->dir, g->usage_fd, limit - headroom / 4);
+			g->crit_efd = fd >= 0 ? fd : -1;
+		}
+	}
+	if (verbose)
+		fprintf(stderr, "vrangectl: %s: limit %" PRIu64 ", events:%s%s%s\n", g->dir,
+			limit, g->warn_efd >= 0 ? " v1-thresholds" : "",
+			g->events_fd >= 0 ? " memory.events" : "", g->psi_fd >= 0 ? " psi" : "");
+}
+
 static void free_groups(struct group *g, size_t ng)
 {
-	for (size_t i = 0; i < ng; i++)
+	for (size_t i = 0; i < ng; i++) {
+		disarm(&g[i]);
 		free(g[i].members);
+	}
 }
 
 /* Purge want bytes across the group's processes. */
@@ -244,6 +320,9 @@ static uint64_t check_group(const struct vc_proc *p, struct group *g)
 		return POLL_MIN_MS;
 	}
 	g->after_act = 0;
+	/* A usage threshold will tell: no need to poll toward it. */
+	if (g->warn_efd >= 0 && g->crit_efd >= 0)
+		return POLL_MAX_MS;
 	interval = (left - headroom) / ALLOC_RATE_PER_MS / 2;
 	return interval < POLL_MIN_MS ? POLL_MIN_MS : interval > POLL_MAX_MS ? POLL_MAX_MS : interval;
 }
@@ -270,21 +349,51 @@ static int listen_socket(void)
 	return -EADDRINUSE;
 }
 
+/* Take over the events and policy state of the groups that stay. */
+static void carry_over(struct group *g, size_t ng, struct group *old, size_t nold)
+{
+	for (size_t i = 0; i < ng; i++)
+		for (size_t k = 0; k < nold; k++)
+			if (!strcmp(g[i].dir, old[k].dir)) {
+				g[i].act_ms = old[k].act_ms;
+				g[i].after_act = old[k].after_act;
+				g[i].usage_fd = old[k].usage_fd;
+				g[i].warn_efd = old[k].warn_efd;
+				g[i].crit_efd = old[k].crit_efd;
+				g[i].events_fd = old[k].events_fd;
+				g[i].psi_fd = old[k].psi_fd;
+				g[i].armed_limit = old[k].armed_limit;
+				old[k].usage_fd = old[k].warn_efd = old[k].crit_efd = -1;
+				old[k].events_fd = old[k].psi_fd = -1;
+			}
+	for (size_t i = 0; i < ng; i++)
+		arm(&g[i]); /* new groups, changed limits */
+}
+
+static void drain(int fd)
+{
+	uint64_t v;
+
+	while (read(fd, &v, sizeof(v)) == sizeof(v))
+		;
+}
+
 static void serve(int lfd)
 {
-	struct group groups[MAX_GROUPS];
+	static struct group groups[MAX_GROUPS], old[MAX_GROUPS];
+	static struct pollfd pf[1 + 4 * MAX_GROUPS];
+	static size_t owner[1 + 4 * MAX_GROUPS];
 	struct vc_proc *procs = NULL;
 	size_t n = 0, ng = 0;
 	uint64_t refresh_at = 0;
+	uint64_t next_check[MAX_GROUPS] = { 0 };
 
 	while (!stop) {
 		uint64_t next = POLL_MAX_MS, now = now_ms();
-		struct pollfd pf = { lfd, POLLIN, 0 };
-		int c;
+		nfds_t npf = 0;
+		int c, r;
 
 		if (now >= refresh_at) {
-			/* Keep each group's policy state across refreshes. */
-			struct group old[MAX_GROUPS];
 			size_t nold = ng;
 
 			memcpy(old, groups, sizeof(groups[0]) * ng);
@@ -294,25 +403,63 @@ static void serve(int lfd)
 			if (vc_read_all(VC_TOTALS, &procs, &n) < 0)
 				n = 0;
 			ng = build_groups(procs, n, groups);
-			for (size_t i = 0; i < ng; i++)
-				for (size_t k = 0; k < nold; k++)
-					if (!strcmp(groups[i].dir, old[k].dir)) {
-						groups[i].act_ms = old[k].act_ms;
-						groups[i].after_act = old[k].after_act;
-					}
+			carry_over(groups, ng, old, nold);
 			free_groups(old, nold);
+			memset(next_check, 0, sizeof(next_check));
 			refresh_at = now + REFRESH_MS;
 		}
 		for (size_t i = 0; i < ng; i++) {
-			uint64_t iv = check_group(procs, &groups[i]);
-
-			next = iv < next ? iv : next;
+			if (now_ms() >= next_check[i])
+				next_check[i] = now_ms() + check_group(procs, &groups[i]);
+			if (next_check[i] - now_ms() < next && next_check[i] > now_ms())
+				next = next_check[i] - now_ms();
+			else if (next_check[i] <= now_ms())
+				next = 0;
 		}
 		if (refresh_at - now_ms() < next && refresh_at > now_ms())
 			next = refresh_at - now_ms();
-		if (poll(&pf, 1, (int)next) > 0)
+		pf[npf++] = (struct pollfd){ lfd, POLLIN, 0 };
+		for (size_t i = 0; i < ng; i++) {
+			const struct group *g = &groups[i];
+
+			if (g->warn_efd >= 0) {
+				owner[npf] = i;
+				pf[npf++] = (struct pollfd){ g->warn_efd, POLLIN, 0 };
+			}
+			if (g->crit_efd >= 0) {
+				owner[npf] = i;
+				pf[npf++] = (struct pollfd){ g->crit_efd, POLLIN, 0 };
+			}
+			if (g->events_fd >= 0) {
+				owner[npf] = i;
+				pf[npf++] = (struct pollfd){ g->events_fd, POLLPRI, 0 };
+			}
+			if (g->psi_fd >= 0) {
+				owner[npf] = i;
+				pf[npf++] = (struct pollfd){ g->psi_fd, POLLPRI, 0 };
+			}
+		}
+		r = poll(pf, npf, (int)next);
+		if (r <= 0)
+			continue;
+		if (pf[0].revents)
 			while ((c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
 				close(c); /* a process checking that we are here */
+		for (nfds_t k = 1; k < npf; k++) {
+			struct group *g = &groups[owner[k]];
+
+			if (!pf[k].revents)
+				continue;
+			if (pf[k].fd == g->events_fd)
+				mcg_v2_events_rearm(pf[k].fd);
+			else if (pf[k].fd == g->psi_fd && (pf[k].revents & POLLERR))
+				close_fd(&g->psi_fd); /* its cgroup went away */
+			else if (pf[k].fd != g->psi_fd)
+				drain(pf[k].fd);
+			/* Look at the group now (thresholds fire both ways:
+			 * check_group reads the level). */
+			next_check[owner[k]] = 0;
+		}
 	}
 	free_groups(groups, ng);
 	vc_procs_free(procs, n);
