@@ -20,6 +20,8 @@ need_pkgs() {
 		man-db) command -v man >/dev/null 2>&1 || missing="$missing man-db" ;;
 		sqlite) pkg-config --exists sqlite3 2>/dev/null || missing="$missing libsqlite3-dev" ;;
 		json-c) pkg-config --exists json-c 2>/dev/null || missing="$missing libjson-c-dev" ;;
+		xfsprogs) command -v mkfs.xfs >/dev/null 2>&1 || missing="$missing xfsprogs" ;;
+		btrfs-progs) command -v mkfs.btrfs >/dev/null 2>&1 || missing="$missing btrfs-progs" ;;
 		esac
 	done
 	echo "$missing"

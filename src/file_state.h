@@ -106,6 +106,10 @@ struct vfile {
 				   * virtual page numbers, no file (any_mapping.c) */
 	struct vshared sh;        /* its metadata, when shared */
 	struct vmap *maps;        /* guarded by lock */
+	bool disk;                /* a file of a real file system (disk_file.h):
+				   * punched only after a durable record */
+	const char *_Atomic disk_refused; /* why such a file is never punched
+				   * ("" or NULL: it is), set once */
 };
 
 /* A file the library created (a region's, a shim area's): fixed size. */
@@ -262,6 +266,25 @@ struct purge_cand {
  * taken: the count (and *out, to free), or -ENOMEM. */
 ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 			 uint64_t max_seq) VR_HIDDEN;
+/* The same for one purge of disk space: only disk files of file system dev. */
+ssize_t vfile_oldest_disk(struct purge_cand **out, dev_t dev,
+			  uint64_t max_seq) VR_HIDDEN;
+
+/* A file system holding volatile disk ranges (the reserve worker). */
+struct vfile_disk_fs {
+	dev_t dev;
+	uint64_t vol_pages;       /* volatile pages of this process there */
+	uint64_t bavail_bytes;    /* free space an unprivileged writer can use */
+	uint64_t total_bytes;     /* the file system's size */
+};
+/* Up to max file systems where this process holds volatile disk pages,
+ * with their free space (fstatfs of one of its files).  The count. */
+size_t vfile_disk_fs(struct vfile_disk_fs *out, size_t max) VR_HIDDEN;
+/* Totals of disk files: volatile and purged pages, files never punched
+ * (and the reason of the last one seen, or ""). */
+void vfile_disk_totals(uint64_t *vol_pages, uint64_t *purged_pages,
+		       uint64_t *refused, const char **why) VR_HIDDEN;
+
 /* RT_VOLATILE pages of the files that are not library files (+ anonymous). */
 uint64_t vfile_unshared_volatile_pages(void) VR_HIDDEN;
 

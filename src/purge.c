@@ -24,6 +24,7 @@
 /* One purger at a time keeps the global order and the counters exact. */
 static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
+static _Atomic uint64_t n_disk_purges, n_disk_freed;
 
 /* The files of one pass as a binary min-heap on their oldest range: the
  * next step's file in O(log files), not a walk over every file. */
@@ -79,9 +80,11 @@ uint64_t purge_run_of(uint64_t bytes, bool skip_shared)
 	return purge_run_each(bytes, skip_shared, NULL, NULL);
 }
 
-uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
-			void (*step)(struct vfile *f, uint64_t freed, void *arg),
-			void *arg)
+/* One pass: memory (disk NULL: every file but disk files) or the disk
+ * space of one file system (*disk). */
+static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
+		     void (*step)(struct vfile *f, uint64_t freed, void *arg),
+		     void *arg)
 {
 	uint64_t freed = 0, pages = 0, pass_start;
 	struct purge_cand *h = NULL;
@@ -110,7 +113,8 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 	 * volatile range meanwhile hold only later marks.
 	 */
 	pass_start = vr_seq_barrier();
-	got = vfile_oldest_all(&h, skip_shared, pass_start);
+	got = disk ? vfile_oldest_disk(&h, *disk, pass_start) :
+		     vfile_oldest_all(&h, skip_shared, pass_start);
 	n = got > 0 ? (size_t)got : 0;
 	for (size_t i = n / 2; i-- > 0;)
 		sift_down(h, n, i);
@@ -139,11 +143,23 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 	while (n)
 		vfile_put(h[--n].f);
 	free(h);
-	atomic_fetch_add(&n_purges, 1);
-	atomic_fetch_add(&n_purged_total, freed);
+	atomic_fetch_add(disk ? &n_disk_purges : &n_purges, 1);
+	atomic_fetch_add(disk ? &n_disk_freed : &n_purged_total, freed);
 	pthread_mutex_unlock(&purge_lock);
 	publish_status();
 	return freed;
+}
+
+uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
+			void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			void *arg)
+{
+	return pass(bytes, skip_shared, NULL, step, arg);
+}
+
+uint64_t purge_run_disk(dev_t dev, uint64_t bytes)
+{
+	return pass(bytes, false, &dev, NULL, NULL);
 }
 
 ssize_t vrange_purge(size_t bytes)
@@ -194,6 +210,8 @@ void purge_get_counters(struct purge_counters *out)
 	out->purged_total = atomic_load(&n_purged_total);
 	out->pressure_events = atomic_load(&n_events);
 	out->refills = atomic_load(&n_refills);
+	out->disk_purges = atomic_load(&n_disk_purges);
+	out->disk_freed_total = atomic_load(&n_disk_freed);
 }
 
 void purge_fork_prepare(void)
