@@ -11,7 +11,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -93,9 +95,19 @@ static bool pseudo_fs(int fd)
 	}
 }
 
+int disk_check_writable(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	/* As fallocate(2): punching needs a descriptor open for writing. */
+	if (fl < 0 || (fl & O_PATH) || (fl & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	return 0;
+}
+
 int disk_check_fd(int fd, const struct stat *st)
 {
-	int fl, k, r = 0;
+	int k, r = 0;
 	off_t at;
 
 	if (!S_ISREG(st->st_mode))
@@ -103,11 +115,7 @@ int disk_check_fd(int fd, const struct stat *st)
 	k = known(st->st_dev);
 	if (k == 0 || (k < 0 && pseudo_fs(fd)))
 		return -EOPNOTSUPP;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return -EBADF;
-	/* As fallocate(2): punching needs a descriptor open for writing. */
-	if ((fl & O_PATH) || (fl & O_ACCMODE) == O_RDONLY)
+	if (disk_check_writable(fd) < 0)
 		return -EBADF;
 	if (k == 1)
 		return 0;
@@ -201,6 +209,122 @@ static int insert(struct record *rec, uint64_t s, uint64_t e)
 	return 0;
 }
 
+/*
+ * The record's own path to the disk.  fsync of the data file would do, but
+ * it writes every dirty page of the file back first - the very pages about
+ * to be punched among them, which ext4 would otherwise drop unwritten.  On
+ * ext4 (with a journal) and xfs every metadata change goes through one
+ * ordered log: committing the log up to a later change commits every
+ * earlier one.  So a change to an inode of our own on the same file system,
+ * made after the attribute was written, and that inode's fsync make the
+ * attribute durable without touching the data file's pages: an O_TMPFILE
+ * (no name, gone with the process) in the data file's directory, one per
+ * file system.  btrfs logs per inode
+ * (an fsync of another file does not commit ours), ext4 without a journal
+ * orders nothing: there, and wherever no such file can be made, fsync of
+ * the data file.
+ */
+#define JOURNALS_MAX 32
+static struct {
+	dev_t dev;
+	bool ordered; /* one ordered log: the O_TMPFILE path works */
+} journals[JOURNALS_MAX];
+static unsigned int njournals;
+static pthread_mutex_t journal_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Does ext4 device dev keep a journal?  jbd2 lists each journal it runs. */
+static bool ext4_has_journal(dev_t dev)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(dev), minor(dev));
+	{
+		char link[256], proc[300];
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		const char *name;
+
+		if (n <= 0)
+			return false;
+		link[n] = 0;
+		name = strrchr(link, '/');
+		name = name ? name + 1 : link;
+		snprintf(proc, sizeof(proc), "/proc/fs/jbd2/%s-8", name);
+		return access(proc, F_OK) == 0;
+	}
+}
+
+static bool ordered_log(int fd, dev_t dev)
+{
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs) < 0)
+		return false;
+	return sfs.f_type == XFS_SUPER_MAGIC ||
+	       (sfs.f_type == EXT4_SUPER_MAGIC && ext4_has_journal(dev));
+}
+
+/* An O_TMPFILE in fd's directory, on fd's file system: -1 if none. */
+static int open_journal(int fd, dev_t dev)
+{
+	char link[64], path[4096];
+	struct stat st;
+	ssize_t n;
+	char *slash;
+	int t;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return -1;
+	path[n] = 0;
+	slash = strrchr(path, '/');
+	if (!slash || path[0] != '/')
+		return -1;
+	*(slash == path ? slash + 1 : slash) = 0;
+	t = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (t < 0)
+		return -1;
+	if (fstat(t, &st) < 0 || st.st_dev != dev) {
+		close(t);
+		return -1;
+	}
+	return t;
+}
+
+/* The file is made, committed and closed each time: no descriptor of
+ * ours keeps the file system from being unmounted.  Its creation is the
+ * later change the commit is forced up to. */
+static int make_durable(int fd)
+{
+	struct stat st;
+	bool ordered = false;
+	unsigned int i;
+	int t;
+
+	if (fstat(fd, &st) < 0)
+		return -EIO;
+	pthread_mutex_lock(&journal_lock);
+	for (i = 0; i < njournals && journals[i].dev != st.st_dev; i++)
+		;
+	if (i == njournals && njournals < JOURNALS_MAX) {
+		journals[i].dev = st.st_dev;
+		journals[i].ordered = ordered_log(fd, st.st_dev);
+		njournals++;
+	}
+	if (i < njournals)
+		ordered = journals[i].ordered;
+	pthread_mutex_unlock(&journal_lock);
+	t = ordered ? open_journal(fd, st.st_dev) : -1;
+	if (t >= 0) {
+		int r = fsync(t);
+
+		close(t);
+		if (r == 0)
+			return 0;
+	}
+	return fsync(fd) < 0 ? -EIO : 0;
+}
+
 static int kill_after_record = -1;
 
 void disk_test_after_record(void)
@@ -229,13 +353,8 @@ int disk_record_add(int fd, const uint64_t *start, const uint64_t *end, uint32_t
 		r = insert(&rec, start[i], end[i]);
 	if (r == 0)
 		r = write_record(fd, &rec);
-	/* Durable before any punch: the attribute is metadata of this inode,
-	 * and fsync is the one call every file system promises to make it
-	 * stable with (fdatasync may skip it; a sync of another file does
-	 * on btrfs).  It also writes the file's dirty pages back:
-	 * docs/design.md says what that costs. */
-	if (r == 0 && fsync(fd) < 0)
-		r = -EIO;
+	if (r == 0)
+		r = make_durable(fd);
 	if (r == 0)
 		disk_test_after_record();
 	return r;

@@ -39,6 +39,10 @@ bool disk_is_disk(int fd) VR_HIDDEN;
  */
 int disk_check_fd(int fd, const struct stat *st) VR_HIDDEN;
 
+/* The part of disk_check_fd a file already taken needs on every call:
+ * 0, or -EBADF for a descriptor not open for writing.  One fcntl. */
+int disk_check_writable(int fd) VR_HIDDEN;
+
 /* The record holds at most this many ranges: with the header it stays
  * under 2 KiB, so it fits in ext4's one attribute block beside
  * user.vrange (168 bytes) and whatever the application keeps there. */

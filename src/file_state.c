@@ -1407,7 +1407,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 			 uint64_t max_pages, const struct purge_limit *lim,
 			 uint64_t *freed, uint64_t *pages)
 {
-	uint64_t left = VFILE_CHUNK_BYTES >> vr_page_shift, before, after, n;
+	uint64_t left = (f->disk ? VFILE_DISK_CHUNK_BYTES : VFILE_CHUNK_BYTES) >> vr_page_shift;
+	uint64_t before, after, n;
 	struct rt_range rr = *first;
 	struct batch b;
 	int r;

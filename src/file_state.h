@@ -307,5 +307,9 @@ void vfile_fork_child(void) VR_HIDDEN;
 
 /* Largest number of pages one purge step discards while holding the lock. */
 #define VFILE_CHUNK_BYTES (2u << 20)
+/* The same for a disk file: each step makes its record durable first (a
+ * journal commit, disk_file.h), which costs the same for 2 MiB or 64 MiB;
+ * the punch itself frees extents, not pages. */
+#define VFILE_DISK_CHUNK_BYTES (64u << 20)
 
 #endif

@@ -21,8 +21,12 @@
 #include "uffd_purge.h"
 #include "vrange.h"
 
-/* One purger at a time keeps the global order and the counters exact. */
+/* One purger at a time keeps the global order and the counters exact.
+ * Passes for disk space have a lock of their own: they take only disk
+ * files, which memory passes never take, and a step of theirs waits for
+ * an fsync (disk_file.h) - a memory purge must not wait behind that. */
 static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t disk_purge_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
 static _Atomic uint64_t n_disk_purges, n_disk_freed;
 
@@ -99,9 +103,10 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 	/* Caches defer making released values volatile: not past a purge. */
 	cache_flush_all();
 	uffd_rearm(); /* a fork child's mappings: before any lock */
-	pthread_mutex_lock(&purge_lock);
+	pthread_mutex_lock(disk ? &disk_purge_lock : &purge_lock);
 	/* What the application unmapped since is forgotten, not purged. */
-	anymap_sweep_for_purge();
+	if (!disk)
+		anymap_sweep_for_purge();
 	/*
 	 * A pass considers what was volatile when it began, in every file
 	 * and every process sharing one: the barrier is later than every
@@ -145,7 +150,7 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 	free(h);
 	atomic_fetch_add(disk ? &n_disk_purges : &n_purges, 1);
 	atomic_fetch_add(disk ? &n_disk_freed : &n_purged_total, freed);
-	pthread_mutex_unlock(&purge_lock);
+	pthread_mutex_unlock(disk ? &disk_purge_lock : &purge_lock);
 	publish_status();
 	return freed;
 }
@@ -222,4 +227,13 @@ void purge_fork_prepare(void)
 void purge_fork_done(void)
 {
 	pthread_mutex_unlock(&purge_lock);
+}
+
+/* A fork does not wait for a disk pass (its steps wait for fsync): the
+ * child, which has no thread in one, starts with the lock free.  The
+ * files' own locks are held across fork as usual (file_state.c). */
+void purge_fork_child(void)
+{
+	pthread_mutex_unlock(&purge_lock);
+	pthread_mutex_init(&disk_purge_lock, NULL);
 }

@@ -41,5 +41,6 @@ void purge_get_counters(struct purge_counters *out) VR_HIDDEN;
 /* pthread_atfork handlers (see env.c). */
 void purge_fork_prepare(void) VR_HIDDEN;
 void purge_fork_done(void) VR_HIDDEN;
+void purge_fork_child(void) VR_HIDDEN;
 
 #endif

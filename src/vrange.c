@@ -72,7 +72,7 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 	f = vfile_find(st.st_dev, st.st_ino, fd);
 	if (f)
 		/* A disk file: this descriptor must be open for writing too. */
-		r = f->disk ? disk_check_fd(fd, &st) : 0;
+		r = f->disk ? disk_check_writable(fd) : 0;
 	else
 		r = file_kind(fd, &st, &disk);
 	if (r == 0 && (off < 0 || len < 0))
