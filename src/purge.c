@@ -167,6 +167,13 @@ uint64_t purge_run_disk(dev_t dev, uint64_t bytes)
 	return pass(bytes, false, &dev, NULL, NULL);
 }
 
+uint64_t purge_run_disk_each(dev_t dev, uint64_t bytes,
+			     void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			     void *arg)
+{
+	return pass(bytes, false, &dev, step, arg);
+}
+
 ssize_t vrange_purge(size_t bytes)
 {
 	uint64_t freed = purge_run(bytes);

@@ -28,6 +28,9 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 /* The same over the disk files of file system dev only: the blocks they
  * give back (st_blocks), for vrange_purge_disk and the reserve worker. */
 uint64_t purge_run_disk(dev_t dev, uint64_t bytes) VR_HIDDEN;
+uint64_t purge_run_disk_each(dev_t dev, uint64_t bytes,
+			     void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			     void *arg) VR_HIDDEN;
 
 void purge_note_pressure_event(void) VR_HIDDEN;
 void purge_note_refill(uint64_t pages) VR_HIDDEN;
