@@ -654,6 +654,144 @@ START_TEST(reserve_gives_space_to_a_writer)
 }
 END_TEST
 
+/*
+ * SIGKILL at random moments.  Two processes mark random ranges of one file
+ * volatile and purge its file system, over and over; both are killed at a
+ * random moment, the file system is unmounted and mounted again, and a
+ * fresh process asks page by page: no page that reads zeros (or lies in a
+ * hole) may be VRANGE_INTACT.  The purgers never unmark (an application
+ * told VRANGE_PURGED that dies before it rewrites has lost that knowledge:
+ * the contract forgets a page once reported).
+ */
+#define KILL_PAGES 64
+
+static int kill_purger(const struct tfs *f, const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	unsigned int seed = (unsigned int)getpid() * 2654435761u;
+
+	if (fd < 0)
+		return 10;
+	for (;;) {
+		size_t a = (size_t)rand_r(&seed) % KILL_PAGES;
+		size_t n = 1 + (size_t)rand_r(&seed) % 8;
+
+		if (a + n > KILL_PAGES)
+			n = KILL_PAGES - a;
+		if (vrange_fd_mark_volatile(fd, (off_t)(a * ps), (off_t)(n * ps)) != 0)
+			return 11;
+		if (rand_r(&seed) % 2)
+			vrange_purge_disk(f->dir, (1 + (size_t)rand_r(&seed) % 8) * ps);
+	}
+}
+
+/* The fresh process after the remount: exit 0, counts on stdout's pipe. */
+static int kill_check(const struct tfs *f, const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	unsigned char *buf = malloc(ps);
+	unsigned int purged = 0, intact = 0;
+
+	(void)f;
+	if (fd < 0 || !buf)
+		return 10;
+	for (size_t pg = 0; pg < KILL_PAGES; pg++) {
+		int r = vrange_fd_mark_nonvolatile(fd, (off_t)(pg * ps), (off_t)ps);
+		off_t hole = lseek(fd, (off_t)(pg * ps), SEEK_HOLE);
+		bool zeros = true, whole = true;
+
+		if (r < 0 || pread(fd, buf, ps, (off_t)(pg * ps)) != (ssize_t)ps)
+			return 11;
+		for (size_t i = 0; i < ps; i++) {
+			zeros &= buf[i] == 0;
+			whole &= buf[i] == fill_byte(pg);
+		}
+		if (r == VRANGE_INTACT && (!whole || hole == (off_t)(pg * ps))) {
+			fprintf(stderr, "%s: page %zu INTACT but %s\n", f->type, pg,
+				zeros ? "zeros" : "changed");
+			return 12;
+		}
+		purged += r == VRANGE_PURGED;
+		intact += r == VRANGE_INTACT;
+		if (!whole) { /* the application rebuilds it */
+			memset(buf, fill_byte(pg), ps);
+			if (pwrite(fd, buf, ps, (off_t)(pg * ps)) != (ssize_t)ps)
+				return 13;
+		}
+	}
+	if (fsync(fd) < 0)
+		return 14;
+	printf("%u %u\n", purged, intact);
+	fflush(stdout); /* the caller leaves by _exit */
+	return 0;
+}
+
+START_TEST(random_kills)
+{
+	int any = 0, rounds = test_quick() ? 3 : 8;
+	unsigned int seed = 12345;
+
+	FOR_EACH_FS(f) {
+		unsigned int purged = 0, intact = 0;
+		char path[256];
+		int fd;
+
+		any = 1;
+		path_in(f, "kill", path, sizeof(path));
+		fd = make_file(path, KILL_PAGES);
+		close(fd);
+		for (int k = 0; k < rounds; k++) {
+			pid_t a, b;
+			int st, p[2];
+			char line[64] = "";
+			unsigned int pu, in;
+			ssize_t n;
+
+			a = fork();
+			ck_assert_int_ge(a, 0);
+			if (a == 0)
+				_exit(kill_purger(f, path));
+			b = fork();
+			ck_assert_int_ge(b, 0);
+			if (b == 0)
+				_exit(kill_purger(f, path));
+			usleep(5000 + (useconds_t)(rand_r(&seed) % 40000));
+			kill(a, SIGKILL);
+			usleep((useconds_t)(rand_r(&seed) % 5000));
+			kill(b, SIGKILL);
+			ck_assert_int_eq(waitpid(a, &st, 0), a);
+			ck_assert_msg(WIFSIGNALED(st), "%s: purger a %d", f->type, st);
+			ck_assert_int_eq(waitpid(b, &st, 0), b);
+			ck_assert_msg(WIFSIGNALED(st), "%s: purger b %d", f->type, st);
+			remount(f);
+			ck_assert_int_eq(pipe(p), 0);
+			a = fork();
+			ck_assert_int_ge(a, 0);
+			if (a == 0) {
+				dup2(p[1], STDOUT_FILENO);
+				_exit(kill_check(f, path));
+			}
+			close(p[1]);
+			n = read(p[0], line, sizeof(line) - 1);
+			close(p[0]);
+			ck_assert_int_eq(waitpid(a, &st, 0), a);
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+				      "%s: kill %d: check %d", f->type, k, st);
+			ck_assert_int_gt(n, 0);
+			ck_assert_int_eq(sscanf(line, "%u %u", &pu, &in), 2);
+			purged += pu;
+			intact += in;
+		}
+		fprintf(stderr, "%s: %d rounds of two kills: %u pages found purged, %u intact "
+			"and verified\n", f->type, rounds, purged, intact);
+		ck_assert_uint_gt(purged, 0);
+		unlink(path);
+	}
+	if (!any)
+		TEST_SKIP("no file system could be mounted");
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("disk");
@@ -668,6 +806,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, marks_end_with_last_holder);
 	tcase_add_test(tc, rename_over_is_another_file);
 	tcase_add_test(tc, reserve_gives_space_to_a_writer);
+	tcase_add_test(tc, random_kills);
 	suite_add_tcase(s, tc);
 	return s;
 }
