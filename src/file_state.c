@@ -1395,6 +1395,82 @@ static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 	return -EOPNOTSUPP;
 }
 
+/* Pages [s, e) of a batch's run go back to volatile with (prio, seq). */
+static int put_back(struct vfile *f, uint64_t s, uint64_t e, int32_t prio,
+		    uint64_t seq, uint64_t *pages)
+{
+	int r;
+
+	for (;;) {
+		r = rt_unpurge(&f->tree, s, e, prio, seq, NULL);
+		if (r != -ENOMEM)
+			break;
+		r = arena_grow(f);
+		if (r < 0)
+			return r;
+	}
+	if (r == 0)
+		*pages -= e - s;
+	return r;
+}
+
+/*
+ * A memory pass over a disk file frees the memory its volatile pages hold
+ * in the page cache - punching the rest would lose data on disk and give
+ * no memory back.  So b keeps only the runs of pages in the page cache
+ * (mincore on a mapping of the run); the others go back to volatile as
+ * the most recently marked (as never-touched anonymous pages do: the pass
+ * passes over them), and *cached gets the pages kept.  A run that cannot
+ * be looked at is put back whole.  Lock held.
+ */
+static int only_cached(struct vfile *f, struct batch *b, uint64_t *pages,
+		       uint64_t *cached)
+{
+	struct batch in = *b;
+	unsigned char vec[4096];
+	int r = 0;
+
+	b->n = 0;
+	for (uint32_t i = 0; i < in.n && r == 0; i++) {
+		uint64_t s = in.start[i];
+
+		while (s < in.end[i] && r == 0) {
+			uint64_t e = in.end[i] - s > sizeof(vec) ? s + sizeof(vec) : in.end[i];
+			size_t len = (size_t)(e - s) << vr_page_shift;
+			void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, f->fd,
+				       (off_t)(s << vr_page_shift));
+			uint64_t k = 0;
+
+			if (m == MAP_FAILED || mincore(m, len, vec) < 0) {
+				memset(vec, 0, sizeof(vec));
+			}
+			if (m != MAP_FAILED)
+				munmap(m, len);
+			while (k < e - s && r == 0) {
+				uint64_t j = k;
+				bool res = vec[k] & 1;
+
+				while (j < e - s && (bool)(vec[j] & 1) == res)
+					j++;
+				if (!res || b->n == BATCH_RUNS) {
+					/* not in the cache: newest; no room: as it was */
+					r = put_back(f, s + k, s + j, in.prio[i],
+						     res ? in.seq[i] : vr_next_seq(), pages);
+				} else {
+					b->prio[b->n] = in.prio[i];
+					b->seq[b->n] = in.seq[i];
+					b->start[b->n] = s + k;
+					b->end[b->n++] = s + j;
+					*cached += j - k;
+				}
+				k = j;
+			}
+			s = e;
+		}
+	}
+	return r;
+}
+
 /*
  * Discard the file's oldest ranges, starting with *first, while they stay
  * ahead of lim, up to max_pages and one chunk: the one place where a
@@ -1408,9 +1484,10 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 			 uint64_t *freed, uint64_t *pages)
 {
 	uint64_t left = (f->disk ? VFILE_DISK_CHUNK_BYTES : VFILE_CHUNK_BYTES) >> vr_page_shift;
-	uint64_t before, after, n;
+	uint64_t before, after, n, cached = 0;
 	struct rt_range rr = *first;
 	struct batch b;
+	uint32_t taken;
 	int r;
 
 	if (left > max_pages)
@@ -1452,12 +1529,18 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		    !may_take(&rr, lim))
 			break;
 	}
+	taken = b.n;
+	if (f->disk && lim->memory && b.n && (r = only_cached(f, &b, pages, &cached)) < 0)
+		return r;
 	if (f->disk && b.n && (r = disk_record(f, &b, pages)) < 0)
 		return r;
 	punch_batch(f, &b);
 	after = allocated_bytes(f->fd);
-	*freed += before > after ? before - after : 0;
-	return b.n ? 0 : r;
+	if (f->disk && lim->memory)
+		*freed += cached << vr_page_shift;
+	else
+		*freed += before > after ? before - after : 0;
+	return taken ? 0 : r;
 }
 
 /*
@@ -1521,8 +1604,9 @@ out:
 	return r;
 }
 
-/* Which files a pass takes: memory passes every file but disk files
- * (disk == NULL), a disk-space pass only the disk files of *disk. */
+/* Which files a pass takes: memory passes every file (disk == NULL; a
+ * disk file for its page cache), a disk-space pass only the disk files of
+ * *disk. */
 static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
 			    uint64_t max_seq, const dev_t *disk)
 {
@@ -1538,7 +1622,7 @@ static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
 		/* A dormant file has no descriptor to punch with; a fork
 		 * child's inherited copy of process-local state may be stale. */
 		if ((skip_shared && f->shared) || f->dormant || f->inherited ||
-		    (disk ? !f->disk || f->dev != *disk : f->disk) ||
+		    (disk && (!f->disk || f->dev != *disk)) ||
 		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;

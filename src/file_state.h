@@ -240,6 +240,10 @@ struct purge_limit {
 	uint64_t max_seq;             /* nothing marked later than this */
 	bool other;                   /* another file's range comes next: */
 	struct rt_range other_oldest; /* nothing younger than it */
+	bool memory;                  /* a memory pass: a disk file gives only
+				       * what is in the page cache (the rest is
+				       * put back as the most recently marked),
+				       * and counts the memory freed */
 };
 int vfile_peek_oldest(struct vfile *f, uint64_t max_seq,
 		      struct rt_range *out) VR_HIDDEN;
@@ -266,7 +270,8 @@ struct purge_cand {
  * taken: the count (and *out, to free), or -ENOMEM. */
 ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 			 uint64_t max_seq) VR_HIDDEN;
-/* The same for one purge of disk space: only disk files of file system dev. */
+/* The same for one purge of disk space: only disk files of file system dev.
+ * (vfile_oldest_all takes disk files too, for the memory they hold.) */
 ssize_t vfile_oldest_disk(struct purge_cand **out, dev_t dev,
 			  uint64_t max_seq) VR_HIDDEN;
 

@@ -138,6 +138,7 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 			continue;
 		}
 		step_limit(h, n, pass_start, &lim);
+		lim.memory = !disk;
 		r = vfile_purge_oldest(h[0].f, want ? want : 1, &lim, &freed, &pages);
 		if (step)
 			step(h[0].f, freed - before, arg);

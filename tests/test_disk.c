@@ -333,7 +333,8 @@ START_TEST(purge_roundtrip)
 		ck_assert_int_eq(vrange_fd_is_volatile(fd, (off_t)(4 * ps), 1), 1);
 		ck_assert_int_eq(vrange_get_stats(&s), 0);
 		ck_assert_uint_eq(s.disk_volatile_bytes, 12 * ps);
-		/* memory purges leave disk files alone */
+		/* memory purges take only what is in the page cache: none */
+		ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
 		ck_assert_int_eq(vrange_purge(SIZE_MAX), 0);
 		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(20 * ps), (off_t)ps),
 				 VRANGE_INTACT);
@@ -362,6 +363,51 @@ START_TEST(purge_roundtrip)
 			ck_assert(page_all(fd, pg, 0));
 		ck_assert(page_all(fd, 12, fill_byte(12)));
 		ck_assert_int_eq(vrange_purge_disk(f->dir, SIZE_MAX), 0);
+		ck_assert_int_eq(vrange_fd_forget(fd), 0);
+		close(fd);
+		unlink(path);
+	}
+	if (!any)
+		TEST_SKIP("no file system could be mounted");
+}
+END_TEST
+
+/* Memory purges punch a disk file's volatile pages where they are in the
+ * page cache (clean or dirty), and leave the others volatile and whole. */
+START_TEST(memory_purge_takes_cached_pages)
+{
+	int any = 0;
+
+	FOR_EACH_FS(f) {
+		char path[256];
+		unsigned char *b = malloc(ps);
+		ssize_t freed;
+		int fd;
+
+		any = 1;
+		path_in(f, "mem", path, sizeof(path));
+		fd = make_file(path, 32);
+		/* pages 0..15 leave the page cache; 24..31 become dirty */
+		ck_assert_int_eq(posix_fadvise(fd, 0, (off_t)(16 * ps), POSIX_FADV_DONTNEED), 0);
+		for (size_t pg = 24; pg < 32; pg++) {
+			memset(b, fill_byte(pg), ps);
+			ck_assert_int_eq(pwrite(fd, b, ps, (off_t)(pg * ps)), (ssize_t)ps);
+		}
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(32 * ps)), 0);
+		freed = vrange_purge(SIZE_MAX);
+		ck_assert_int_ge(freed, (ssize_t)(16 * ps));
+		ck_assert_int_le(freed, (ssize_t)(16 * ps + 4 * ps)); /* readahead */
+		/* the cached half went, the rest is volatile still */
+		ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)(12 * ps)), 1);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(16 * ps), (off_t)(16 * ps)),
+				 VRANGE_PURGED);
+		for (size_t pg = 16; pg < 32; pg++)
+			ck_assert(page_all(fd, pg, 0));
+		/* a disk purge takes the rest, which the memory pass put back */
+		ck_assert_int_gt(vrange_purge_disk(f->dir, SIZE_MAX), 0);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(16 * ps)),
+				 VRANGE_PURGED);
+		free(b);
 		ck_assert_int_eq(vrange_fd_forget(fd), 0);
 		close(fd);
 		unlink(path);
@@ -821,6 +867,7 @@ Suite *test_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, errors);
 	tcase_add_test(tc, purge_roundtrip);
+	tcase_add_test(tc, memory_purge_takes_cached_pages);
 	tcase_add_test(tc, crash_and_remount);
 	tcase_add_test(tc, marks_end_with_last_holder);
 	tcase_add_test(tc, rename_over_is_another_file);

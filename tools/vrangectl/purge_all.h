@@ -23,7 +23,8 @@ struct vc_purge_result {
  * are freed or nothing volatile is left, with the library's discard step
  * (the file's shared lock held, pages recorded purged before the punch).
  * disk: punch the disk files of that file system instead (contract 9),
- * counting the space freed; memory passes never take disk files.
+ * counting the space freed; memory passes take disk files only for their
+ * volatile pages in the page cache.
  * 0 or -errno; res->freed is allocated (free it).
  */
 int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
