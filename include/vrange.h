@@ -35,9 +35,10 @@ extern "C" {
 const char *vrange_version(void);
 
 /* ------------------------------------------------------------------------ */
-/** @defgroup file File layer: volatile ranges on a shared-memory file
+/** @defgroup file File layer: volatile ranges on a shared-memory file, or
+ * on a regular file of a file system that punches holes (ext4, xfs, btrfs)
  * State belongs to the file, shared by every fd and mapping of it.
- * See vrange_fd_mark_volatile(3).
+ * See vrange_fd_mark_volatile(3), vrange_purge_disk(3).
  * @{ */
 
 /** Mark the whole pages inside [off, off + len) volatile.  See
@@ -54,6 +55,19 @@ int vrange_fd_is_volatile(int fd, off_t off, off_t len);
 
 /** Drop all state this process keeps for the file.  See vrange_fd_forget(3). */
 int vrange_fd_forget(int fd);
+
+/** Free space to keep on @p path's file system while it holds volatile
+ * disk ranges: 0 = the default (the smaller of 5% and 1 GiB), UINT64_MAX =
+ * never punch for space.  0, -EINVAL (NULL path), -ENOENT and the other
+ * errors of stat(2), -ENOMEM (more than 32 file systems).  Thread-safe.
+ * See vrange_set_disk_reserve(3). */
+int vrange_set_disk_reserve(const char *path, uint64_t bytes);
+
+/** Punch volatile ranges of disk files on @p path's file system, oldest
+ * first, until at least @p bytes of space were freed or none is left
+ * (SIZE_MAX = all): the bytes of space freed (st_blocks), or -EINVAL (NULL
+ * path) and the errors of stat(2).  Thread-safe.  See vrange_purge_disk(3). */
+ssize_t vrange_purge_disk(const char *path, size_t bytes);
 
 /** @} */
 
@@ -184,6 +198,13 @@ struct vrange_stats {
 				       *   read zeros there (read-only fd, the
 				       *   application's own userfaultfd) */
 	char sigbus_fallback[32];     /**< "" or why the last of them fell back */
+	/* Contract 9, disk files (also counted in volatile_bytes/purged_bytes): */
+	uint64_t disk_volatile_bytes; /**< of volatile_bytes, on disk files */
+	uint64_t disk_purged_bytes;   /**< of those, now punched */
+	uint64_t disk_purges;         /**< passes run for disk space */
+	uint64_t disk_freed_total;    /**< disk space they gave back (st_blocks) */
+	uint64_t disk_unpunchable;    /**< disk files that are never punched */
+	char disk_unpunchable_why[64];/**< "" or why the last of them is not */
 };
 
 /** Fill the first @p size bytes of @p out (sizeof(struct vrange_stats) of

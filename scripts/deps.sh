@@ -30,6 +30,8 @@ need_pkgs() {
 					missing="$missing ${mod#*:}"
 			done ;;
 		abigail) command -v abidiff >/dev/null 2>&1 || missing="$missing abigail-tools" ;;
+		xfsprogs) command -v mkfs.xfs >/dev/null 2>&1 || missing="$missing xfsprogs" ;;
+		btrfs-progs) command -v mkfs.btrfs >/dev/null 2>&1 || missing="$missing btrfs-progs" ;;
 		esac
 	done
 	echo "$missing"

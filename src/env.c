@@ -200,7 +200,7 @@ static void fork_child(void)
 	pool_fork_child();
 	region_fork_child();
 	vfile_fork_child();
-	purge_fork_done();
+	purge_fork_child();
 	cache_fork_child();
 	uffd_fork_child();
 	pressure_fork_done();

@@ -20,11 +20,13 @@
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "any_mapping.h"
 #include "app_map_faults.h"
+#include "disk_file.h"
 #include "file_state.h"
 #include "pressure.h"
 #include "publish.h"
@@ -166,6 +168,55 @@ static void vfile_free(struct vfile *f)
 
 static struct vfile *vfile_alloc(const struct stat *st);
 
+/*
+ * A disk file's record of punched pages (disk_file.h) into its tree, as
+ * RT_PURGED pages, under the tree lock: whoever makes a state for the file
+ * - the first process after every earlier holder went, or one attaching
+ * to a live state - brings the tree up to what was ever punched and not
+ * yet reported.  Pages already purged stay so; volatile ones the record
+ * names become purged (an unmark killed between its two steps: a false
+ * VRANGE_PURGED, the safe side).  A malformed record counts as every page
+ * of the file purged, and the file is never punched (its record cannot be
+ * added to).
+ */
+static int disk_load(struct vfile *f, uint64_t size)
+{
+	struct disk_run runs[DISK_RECORD_MAX];
+	int n = disk_record_read(f->fd, runs), r;
+
+	if (n == -EIO) {
+		runs[0].start = 0;
+		runs[0].end = (size + vr_page_size - 1) >> vr_page_shift;
+		n = runs[0].end ? 1 : 0;
+		f->disk_refused = "its user.vrange.purged attribute is malformed";
+	}
+	if (n <= 0)
+		return n;
+	r = vfile_lock(f);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < n && r == 0; i++) {
+		uint64_t s = runs[i].start, e = runs[i].end;
+
+		if (f->shared)
+			vshared_note_end(&f->sh, e);
+		for (;;) {
+			r = rt_mark_volatile(&f->tree, s, e, 0, vr_next_seq(), NULL);
+			if (r == 0)
+				r = rt_mark_purged(&f->tree, s, e, NULL);
+			if (r != -ENOMEM)
+				break;
+			r = arena_grow(f);
+			if (r < 0)
+				break;
+		}
+		if (r == 0)
+			r = keep_spare(f);
+	}
+	vfile_unlock(f);
+	return r;
+}
+
 static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 {
 	struct vfile *f = vfile_alloc(st);
@@ -189,10 +240,21 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 			vr_debug("file %lu keeps process-local state: %s",
 				 (unsigned long)f->ino, why);
 	}
+	f->disk = disk_is_disk(f->fd);
+	/* A disk file whose state cannot be shared is never punched: another
+	 * process could punch by its own copy what this one reports INTACT,
+	 * and the same refusal would meet the record. */
+	if (r == 0 && f->disk) {
+		f->disk_refused = "the file system refuses the user.vrange attribute";
+		vr_debug("disk file %lu is never punched: %s", (unsigned long)f->ino,
+			 f->disk_refused);
+	}
 	if (r == 0)
 		r = arena_create(f);
 	else if (r == 1)
 		f->shared = true;
+	if (r >= 0 && f->disk)
+		r = disk_load(f, (uint64_t)st->st_size);
 	if (r < 0)
 		goto fail;
 	*out = f;
@@ -979,7 +1041,10 @@ static bool has_sigbus_map(const struct vfile *f)
 	return false;
 }
 
-int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
+/* keep_record: vrange_fd_forget's clear - pages a disk file had punched
+ * stay in its record (contract 9: still VRANGE_PURGED for a later unmark). */
+static int mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end,
+			    bool keep_record)
 {
 	uint64_t vol = 0, purged = 0;
 	struct pw_hdr *h;
@@ -1008,11 +1073,22 @@ int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
 		if (r < 0)
 			goto out;
 	}
+	/* Reported, so forgotten: the record follows the tree, under the
+	 * same lock hold (a purge adding these pages again waits for it). */
+	if (r == 0 && purged && f->disk && !keep_record &&
+	    disk_record_clear(f->fd, start, end) < 0)
+		vr_debug("disk file %lu: its record kept pages an unmark reported",
+			 (unsigned long)f->ino);
 	if (r == 0)
 		r = purged ? VRANGE_PURGED : VRANGE_INTACT;
 out:
 	vfile_unlock(f);
 	return r;
+}
+
+int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
+{
+	return mark_nonvolatile(f, start, end, false);
 }
 
 int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end)
@@ -1031,7 +1107,7 @@ int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end)
 
 int vfile_clear_all(struct vfile *f)
 {
-	return vfile_mark_nonvolatile(f, 0, UINT64_MAX >> 1) < 0 ? -EIO : 0;
+	return mark_nonvolatile(f, 0, UINT64_MAX >> 1, true) < 0 ? -EIO : 0;
 }
 
 void vfile_add_map(struct vfile *f, struct vmap *m)
@@ -1060,8 +1136,12 @@ void vfile_del_map(struct vfile *f, struct vmap *m)
 
 int vfile_peek_oldest(struct vfile *f, uint64_t max_seq, struct rt_range *out)
 {
-	int r = vfile_lock(f);
+	int r;
 
+	/* A disk file whose record cannot be kept has nothing to purge. */
+	if (f->disk && f->disk_refused)
+		return 0;
+	r = vfile_lock(f);
 	if (r < 0)
 		return r;
 	r = rt_oldest_before(&f->tree, max_seq, out);
@@ -1171,6 +1251,8 @@ static bool may_take(const struct rt_range *r, const struct purge_limit *lim)
 struct batch {
 	uint32_t n;
 	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
+	int32_t prio[BATCH_RUNS];  /* each run's place in the order, as taken */
+	uint64_t seq[BATCH_RUNS];  /* (before punch_batch sorts the runs) */
 };
 
 /* Is page pg in one of the batch's runs (sorted, joined)?  *i: a cursor
@@ -1298,6 +1380,110 @@ static void punch_batch(struct vfile *f, struct batch *b)
 }
 
 /*
+ * A disk file's batch is recorded durably before anything is punched
+ * (disk_file.h).  Where the record cannot take it, the runs go back to
+ * volatile with their own ages (nothing was punched, nothing is reported
+ * purged) and the file is never punched again: -EOPNOTSUPP, and the reason
+ * stays in disk_refused for the stats.
+ */
+static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
+{
+	int r = disk_record_add(f->fd, b->start, b->end, b->n);
+
+	if (r == 0)
+		return 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		if (rt_unpurge(&f->tree, b->start[i], b->end[i], b->prio[i],
+			       b->seq[i], NULL) < 0)
+			vr_debug("disk file %lu: pages left recorded purged",
+				 (unsigned long)f->ino);
+		*pages -= b->end[i] - b->start[i];
+	}
+	f->disk_refused = r == -E2BIG ? "its record of punched ranges is full" :
+			  r == -EIO ? "its record could not be made durable" :
+				      "the file system refuses the record";
+	vr_debug("disk file %lu is not punched: %s (%s)", (unsigned long)f->ino,
+		 f->disk_refused, strerror(-r));
+	return -EOPNOTSUPP;
+}
+
+/* Pages [s, e) of a batch's run go back to volatile with (prio, seq). */
+static int put_back(struct vfile *f, uint64_t s, uint64_t e, int32_t prio,
+		    uint64_t seq, uint64_t *pages)
+{
+	int r;
+
+	for (;;) {
+		r = rt_unpurge(&f->tree, s, e, prio, seq, NULL);
+		if (r != -ENOMEM)
+			break;
+		r = arena_grow(f);
+		if (r < 0)
+			return r;
+	}
+	if (r == 0)
+		*pages -= e - s;
+	return r;
+}
+
+/*
+ * A memory pass over a disk file frees the memory its volatile pages hold
+ * in the page cache - punching the rest would lose data on disk and give
+ * no memory back.  So b keeps only the runs of pages in the page cache
+ * (mincore on a mapping of the run); the others go back to volatile as
+ * the most recently marked (as never-touched anonymous pages do: the pass
+ * passes over them), and *cached gets the pages kept.  A run that cannot
+ * be looked at is put back whole.  Lock held.
+ */
+static int only_cached(struct vfile *f, struct batch *b, uint64_t *pages,
+		       uint64_t *cached)
+{
+	struct batch in = *b;
+	unsigned char vec[4096];
+	int r = 0;
+
+	b->n = 0;
+	for (uint32_t i = 0; i < in.n && r == 0; i++) {
+		uint64_t s = in.start[i];
+
+		while (s < in.end[i] && r == 0) {
+			uint64_t e = in.end[i] - s > sizeof(vec) ? s + sizeof(vec) : in.end[i];
+			size_t len = (size_t)(e - s) << vr_page_shift;
+			void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, f->fd,
+				       (off_t)(s << vr_page_shift));
+			uint64_t k = 0;
+
+			if (m == MAP_FAILED || mincore(m, len, vec) < 0) {
+				memset(vec, 0, sizeof(vec));
+			}
+			if (m != MAP_FAILED)
+				munmap(m, len);
+			while (k < e - s && r == 0) {
+				uint64_t j = k;
+				bool res = vec[k] & 1;
+
+				while (j < e - s && (bool)(vec[j] & 1) == res)
+					j++;
+				if (!res || b->n == BATCH_RUNS) {
+					/* not in the cache: newest; no room: as it was */
+					r = put_back(f, s + k, s + j, in.prio[i],
+						     res ? in.seq[i] : vr_next_seq(), pages);
+				} else {
+					b->prio[b->n] = in.prio[i];
+					b->seq[b->n] = in.seq[i];
+					b->start[b->n] = s + k;
+					b->end[b->n++] = s + j;
+					*cached += j - k;
+				}
+				k = j;
+			}
+			s = e;
+		}
+	}
+	return r;
+}
+
+/*
  * Discard the file's oldest ranges, starting with *first, while they stay
  * ahead of lim, up to max_pages and one chunk: the one place where a
  * file's data goes away.  Caller holds the tree lock (see the comment at
@@ -1309,9 +1495,11 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 			 uint64_t max_pages, const struct purge_limit *lim,
 			 uint64_t *freed, uint64_t *pages)
 {
-	uint64_t left = VFILE_CHUNK_BYTES >> vr_page_shift, before, after, n;
+	uint64_t left = (f->disk ? VFILE_DISK_CHUNK_BYTES : VFILE_CHUNK_BYTES) >> vr_page_shift;
+	uint64_t before, after, n, cached = 0;
 	struct rt_range rr = *first;
 	struct batch b;
+	uint32_t taken;
 	int r;
 
 	if (left > max_pages)
@@ -1341,6 +1529,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		if (r < 0)
 			break;
 		if (stop > rr.start) {
+			b.prio[b.n] = rr.prio;
+			b.seq[b.n] = rr.seq;
 			b.start[b.n] = rr.start;
 			b.end[b.n++] = stop;
 			*pages += stop - rr.start;
@@ -1351,10 +1541,18 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		    !may_take(&rr, lim))
 			break;
 	}
+	taken = b.n;
+	if (f->disk && lim->memory && b.n && (r = only_cached(f, &b, pages, &cached)) < 0)
+		return r;
+	if (f->disk && b.n && (r = disk_record(f, &b, pages)) < 0)
+		return r;
 	punch_batch(f, &b);
 	after = allocated_bytes(f->fd);
-	*freed += before > after ? before - after : 0;
-	return b.n ? 0 : r;
+	if (f->disk && lim->memory)
+		*freed += cached << vr_page_shift;
+	else
+		*freed += before > after ? before - after : 0;
+	return taken ? 0 : r;
 }
 
 /*
@@ -1399,6 +1597,10 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		*pages += n;
 	} else {
 		r = discard_batch(f, &rr, max_pages, lim, freed, pages);
+		if (r == -EOPNOTSUPP && f->disk) { /* never punched: passed over */
+			r = 0;
+			goto out;
+		}
 		if (r < 0)
 			goto out;
 	}
@@ -1414,8 +1616,11 @@ out:
 	return r;
 }
 
-ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
-			 uint64_t max_seq)
+/* Which files a pass takes: memory passes every file (disk == NULL; a
+ * disk file for its page cache), a disk-space pass only the disk files of
+ * *disk. */
+static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
+			    uint64_t max_seq, const dev_t *disk)
 {
 	struct purge_cand *v;
 	size_t n = 0, cap = 0;
@@ -1429,6 +1634,7 @@ ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 		/* A dormant file has no descriptor to punch with; a fork
 		 * child's inherited copy of process-local state may be stale. */
 		if ((skip_shared && f->shared) || f->dormant || f->inherited ||
+		    (disk && (!f->disk || f->dev != *disk)) ||
 		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;
@@ -1440,6 +1646,75 @@ ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 		return -ENOMEM;
 	*out = v;
 	return (ssize_t)n;
+}
+
+ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
+			 uint64_t max_seq)
+{
+	return oldest_where(out, skip_shared, max_seq, NULL);
+}
+
+ssize_t vfile_oldest_disk(struct purge_cand **out, dev_t dev, uint64_t max_seq)
+{
+	return oldest_where(out, false, max_seq, &dev);
+}
+
+size_t vfile_disk_fs(struct vfile_disk_fs *out, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next) {
+		struct statfs sfs;
+		uint64_t vol = 0;
+		size_t i;
+
+		if (!f->disk || f->dormant || f->inherited || f->disk_refused ||
+		    vfile_lock(f) < 0)
+			continue;
+		vol = rt_volatile_pages(&f->tree);
+		vfile_unlock(f);
+		if (!vol)
+			continue;
+		for (i = 0; i < n && out[i].dev != f->dev; i++)
+			;
+		if (i < n) {
+			out[i].vol_pages += vol;
+			continue;
+		}
+		if (n == max || fstatfs(f->fd, &sfs) < 0)
+			continue;
+		out[n].dev = f->dev;
+		out[n].vol_pages = vol;
+		out[n].bavail_bytes = (uint64_t)sfs.f_bavail * (uint64_t)sfs.f_bsize;
+		out[n++].total_bytes = (uint64_t)sfs.f_blocks * (uint64_t)sfs.f_bsize;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	return n;
+}
+
+void vfile_disk_totals(uint64_t *vol_pages, uint64_t *purged_pages,
+		       uint64_t *refused, const char **why)
+{
+	*vol_pages = *purged_pages = *refused = 0;
+	*why = "";
+	pthread_mutex_lock(&registry_lock);
+	for (struct vfile *f = registry; f; f = f->next) {
+		const char *w = f->disk_refused;
+
+		if (!f->disk || f->dormant)
+			continue;
+		if (w) {
+			(*refused)++;
+			*why = w;
+		}
+		if (vfile_lock(f) == 0) {
+			*vol_pages += rt_volatile_pages(&f->tree);
+			*purged_pages += rt_purged_pages(&f->tree);
+			vfile_unlock(f);
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
 }
 
 void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
@@ -1456,7 +1731,9 @@ void vfile_totals(uint64_t *files, uint64_t *vol_pages, uint64_t *purged_pages,
 			*purged_pages += rt_purged_pages(&f->tree);
 			vfile_unlock(f);
 		}
-		*resident_bytes += allocated_bytes(f->fd);
+		/* A disk file's blocks are disk space, not memory. */
+		if (!f->disk)
+			*resident_bytes += allocated_bytes(f->fd);
 	}
 	pthread_mutex_unlock(&registry_lock);
 }

@@ -106,6 +106,10 @@ struct vfile {
 				   * virtual page numbers, no file (any_mapping.c) */
 	struct vshared sh;        /* its metadata, when shared */
 	struct vmap *maps;        /* guarded by lock */
+	bool disk;                /* a file of a real file system (disk_file.h):
+				   * punched only after a durable record */
+	const char *_Atomic disk_refused; /* why such a file is never punched
+				   * ("" or NULL: it is), set once */
 };
 
 /* A file the library created (a region's, a shim area's): fixed size. */
@@ -242,6 +246,10 @@ struct purge_limit {
 	uint64_t max_seq;             /* nothing marked later than this */
 	bool other;                   /* another file's range comes next: */
 	struct rt_range other_oldest; /* nothing younger than it */
+	bool memory;                  /* a memory pass: a disk file gives only
+				       * what is in the page cache (the rest is
+				       * put back as the most recently marked),
+				       * and counts the memory freed */
 };
 int vfile_peek_oldest(struct vfile *f, uint64_t max_seq,
 		      struct rt_range *out) VR_HIDDEN;
@@ -268,6 +276,26 @@ struct purge_cand {
  * taken: the count (and *out, to free), or -ENOMEM. */
 ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 			 uint64_t max_seq) VR_HIDDEN;
+/* The same for one purge of disk space: only disk files of file system dev.
+ * (vfile_oldest_all takes disk files too, for the memory they hold.) */
+ssize_t vfile_oldest_disk(struct purge_cand **out, dev_t dev,
+			  uint64_t max_seq) VR_HIDDEN;
+
+/* A file system holding volatile disk ranges (the reserve worker). */
+struct vfile_disk_fs {
+	dev_t dev;
+	uint64_t vol_pages;       /* volatile pages of this process there */
+	uint64_t bavail_bytes;    /* free space an unprivileged writer can use */
+	uint64_t total_bytes;     /* the file system's size */
+};
+/* Up to max file systems where this process holds volatile disk pages,
+ * with their free space (fstatfs of one of its files).  The count. */
+size_t vfile_disk_fs(struct vfile_disk_fs *out, size_t max) VR_HIDDEN;
+/* Totals of disk files: volatile and purged pages, files never punched
+ * (and the reason of the last one seen, or ""). */
+void vfile_disk_totals(uint64_t *vol_pages, uint64_t *purged_pages,
+		       uint64_t *refused, const char **why) VR_HIDDEN;
+
 /* RT_VOLATILE pages of the files that are not library files (+ anonymous). */
 uint64_t vfile_unshared_volatile_pages(void) VR_HIDDEN;
 
@@ -290,5 +318,9 @@ void vfile_fork_child(void) VR_HIDDEN;
 
 /* Largest number of pages one purge step discards while holding the lock. */
 #define VFILE_CHUNK_BYTES (2u << 20)
+/* The same for a disk file: each step makes its record durable first (a
+ * journal commit, disk_file.h), which costs the same for 2 MiB or 64 MiB;
+ * the punch itself frees extents, not pages. */
+#define VFILE_DISK_CHUNK_BYTES (64u << 20)
 
 #endif

@@ -22,9 +22,14 @@
 #include "uffd_purge.h"
 #include "vrange.h"
 
-/* One purger at a time keeps the global order and the counters exact. */
+/* One purger at a time keeps the global order and the counters exact.
+ * Passes for disk space have a lock of their own: they take only disk
+ * files, which memory passes never take, and a step of theirs waits for
+ * an fsync (disk_file.h) - a memory purge must not wait behind that. */
 static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t disk_purge_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
+static _Atomic uint64_t n_disk_purges, n_disk_freed;
 
 /* The files of one pass as a binary min-heap on their oldest range: the
  * next step's file in O(log files), not a walk over every file. */
@@ -80,9 +85,11 @@ uint64_t purge_run_of(uint64_t bytes, bool skip_shared)
 	return purge_run_each(bytes, skip_shared, NULL, NULL);
 }
 
-uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
-			void (*step)(struct vfile *f, uint64_t freed, void *arg),
-			void *arg)
+/* One pass: memory (disk NULL: every file but disk files) or the disk
+ * space of one file system (*disk). */
+static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
+		     void (*step)(struct vfile *f, uint64_t freed, void *arg),
+		     void *arg)
 {
 	uint64_t freed = 0, pages = 0, pass_start;
 	struct purge_cand *h = NULL;
@@ -97,9 +104,10 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 	/* Caches defer making released values volatile: not past a purge. */
 	cache_flush_all();
 	uffd_rearm(); /* a fork child's mappings: before any lock */
-	pthread_mutex_lock(&purge_lock);
+	pthread_mutex_lock(disk ? &disk_purge_lock : &purge_lock);
 	/* What the application unmapped since is forgotten, not purged. */
-	anymap_sweep_for_purge();
+	if (!disk)
+		anymap_sweep_for_purge();
 	/*
 	 * A pass considers what was volatile when it began, in every file
 	 * and every process sharing one: the barrier is later than every
@@ -111,7 +119,8 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 	 * volatile range meanwhile hold only later marks.
 	 */
 	pass_start = vr_seq_barrier();
-	got = vfile_oldest_all(&h, skip_shared, pass_start);
+	got = disk ? vfile_oldest_disk(&h, *disk, pass_start) :
+		     vfile_oldest_all(&h, skip_shared, pass_start);
 	n = got > 0 ? (size_t)got : 0;
 	for (size_t i = n / 2; i-- > 0;)
 		sift_down(h, n, i);
@@ -130,6 +139,7 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 			continue;
 		}
 		step_limit(h, n, pass_start, &lim);
+		lim.memory = !disk;
 		r = vfile_purge_oldest(h[0].f, want ? want : 1, &lim, &freed, &pages);
 		if (step)
 			step(h[0].f, freed - before, arg);
@@ -140,11 +150,30 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 	while (n)
 		vfile_put(h[--n].f);
 	free(h);
-	atomic_fetch_add(&n_purges, 1);
-	atomic_fetch_add(&n_purged_total, freed);
-	pthread_mutex_unlock(&purge_lock);
+	atomic_fetch_add(disk ? &n_disk_purges : &n_purges, 1);
+	atomic_fetch_add(disk ? &n_disk_freed : &n_purged_total, freed);
+	pthread_mutex_unlock(disk ? &disk_purge_lock : &purge_lock);
 	publish_status();
 	return freed;
+}
+
+uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
+			void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			void *arg)
+{
+	return pass(bytes, skip_shared, NULL, step, arg);
+}
+
+uint64_t purge_run_disk(dev_t dev, uint64_t bytes)
+{
+	return pass(bytes, false, &dev, NULL, NULL);
+}
+
+uint64_t purge_run_disk_each(dev_t dev, uint64_t bytes,
+			     void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			     void *arg)
+{
+	return pass(bytes, false, &dev, step, arg);
 }
 
 ssize_t vrange_purge(size_t bytes)
@@ -198,6 +227,8 @@ void purge_get_counters(struct purge_counters *out)
 	out->purged_total = atomic_load(&n_purged_total);
 	out->pressure_events = atomic_load(&n_events);
 	out->refills = atomic_load(&n_refills);
+	out->disk_purges = atomic_load(&n_disk_purges);
+	out->disk_freed_total = atomic_load(&n_disk_freed);
 }
 
 void purge_fork_prepare(void)
@@ -208,4 +239,13 @@ void purge_fork_prepare(void)
 void purge_fork_done(void)
 {
 	pthread_mutex_unlock(&purge_lock);
+}
+
+/* A fork does not wait for a disk pass (its steps wait for fsync): the
+ * child, which has no thread in one, starts with the lock free.  The
+ * files' own locks are held across fork as usual (file_state.c). */
+void purge_fork_child(void)
+{
+	pthread_mutex_unlock(&purge_lock);
+	pthread_mutex_init(&disk_purge_lock, NULL);
 }

@@ -25,16 +25,25 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 			void (*step)(struct vfile *f, uint64_t freed, void *arg),
 			void *arg) VR_HIDDEN;
 
+/* The same over the disk files of file system dev only: the blocks they
+ * give back (st_blocks), for vrange_purge_disk and the reserve worker. */
+uint64_t purge_run_disk(dev_t dev, uint64_t bytes) VR_HIDDEN;
+uint64_t purge_run_disk_each(dev_t dev, uint64_t bytes,
+			     void (*step)(struct vfile *f, uint64_t freed, void *arg),
+			     void *arg) VR_HIDDEN;
+
 void purge_note_pressure_event(void) VR_HIDDEN;
 void purge_note_refill(uint64_t pages) VR_HIDDEN;
 
 struct purge_counters {
 	uint64_t purges, purged_total, pressure_events, refills;
+	uint64_t disk_purges, disk_freed_total; /* passes for disk space */
 };
 void purge_get_counters(struct purge_counters *out) VR_HIDDEN;
 
 /* pthread_atfork handlers (see env.c). */
 void purge_fork_prepare(void) VR_HIDDEN;
 void purge_fork_done(void) VR_HIDDEN;
+void purge_fork_child(void) VR_HIDDEN;
 
 #endif

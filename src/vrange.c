@@ -10,6 +10,8 @@
 #include "any_mapping.h"
 #include "cache.h"
 #include "config.h"
+#include "disk_file.h"
+#include "disk_reserve.h"
 #include "file_state.h"
 #include "pressure.h"
 #include "publish.h"
@@ -24,6 +26,22 @@
 const char *vrange_version(void)
 {
 	return VRANGE_VERSION;
+}
+
+/*
+ * Which files the file layer takes: shared-memory files, and regular files
+ * of file systems that punch holes (disk_file.h; *disk).  0, -EBADF,
+ * -EOPNOTSUPP.
+ */
+static int file_kind(int fd, const struct stat *st, bool *disk)
+{
+	int r = shmem_check_kind(fd, st);
+
+	if (r == -EOPNOTSUPP && S_ISREG(st->st_mode)) {
+		r = disk_check_fd(fd, st);
+		*disk = r == 0;
+	}
+	return r;
 }
 
 /*
@@ -42,6 +60,7 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 	struct vfile *f = NULL;
 	struct stat st;
 	uint64_t user_size;
+	bool disk = false;
 	int r;
 
 	/* The caller's fd first: start-up opens descriptors of its own (the
@@ -52,11 +71,17 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 		return -EBADF;
 	vr_init();
 	f = vfile_find(st.st_dev, st.st_ino, fd);
-	r = f ? 0 : shmem_check_kind(fd, &st);
+	if (f)
+		/* A disk file: this descriptor must be open for writing too. */
+		r = f->disk ? disk_check_writable(fd) : 0;
+	else
+		r = file_kind(fd, &st, &disk);
 	if (r == 0 && (off < 0 || len < 0))
 		r = -EINVAL;
-	/* A dormant state is the file's (file_state.h): vfile_get revives it. */
-	if (r == 0 && !f && !marking && !vfile_dormant_known(st.st_dev, st.st_ino)) {
+	/* A dormant state is the file's (file_state.h): vfile_get revives it.
+	 * A disk file's record of punched pages is too (disk_file.h). */
+	if (r == 0 && !f && !marking && !vfile_dormant_known(st.st_dev, st.st_ino) &&
+	    !(disk && disk_record_present(fd))) {
 		r = vshared_probe(fd, &user_size);
 		if (r == 0) { /* foreign and stateless: answer without state */
 			r = vr_page_range((uint64_t)off, (uint64_t)len,
@@ -91,6 +116,8 @@ int vrange_fd_mark_volatile(int fd, off_t off, off_t len)
 	if (r <= 0)
 		return r;
 	r = vfile_mark_volatile(f, start, end, 0);
+	if (r == 0 && f->disk && !f->disk_refused)
+		disk_reserve_kick();
 	vfile_put(f);
 	return r;
 }
@@ -187,6 +214,19 @@ static void fill_stats(struct vrange_stats *out)
 	out->pressure_events = pc.pressure_events;
 	out->refills = pc.refills;
 	pressure_fill_stats(out);
+	{
+		uint64_t dvol, dpurged, refused;
+		const char *why;
+
+		vfile_disk_totals(&dvol, &dpurged, &refused, &why);
+		out->disk_volatile_bytes = (dvol + dpurged) << vr_page_shift;
+		out->disk_purged_bytes = dpurged << vr_page_shift;
+		out->disk_freed_total = pc.disk_freed_total;
+		out->disk_purges = pc.disk_purges;
+		out->disk_unpunchable = refused;
+		strncpy(out->disk_unpunchable_why, why,
+			sizeof(out->disk_unpunchable_why) - 1);
+	}
 	strncpy(out->access_fallback, uffd_fallback_reason(),
 		sizeof(out->access_fallback) - 1);
 	uffd_fallbacks(&out->sigbus_fallbacks, out->sigbus_fallback,

@@ -286,7 +286,7 @@ static uint64_t purge_group(const struct vc_proc *p, const struct group *g, uint
 		return 0;
 	for (size_t i = 0; i < g->n; i++)
 		sub[i] = p[g->members[i]];
-	if (vc_purge(sub, g->n, want, &res) < 0)
+	if (vc_purge(sub, g->n, want, NULL, &res) < 0)
 		res.freed_bytes = 0;
 	free(res.freed);
 	free(sub);

@@ -10,13 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "env.h"
 #include "procs.h"
 #include "range_tree.h"
+
+static bool disk_file(const char *path);
 
 const char *const vc_kind_names[] = { "region", "file", "cache", "anonymous" };
 
@@ -462,12 +467,21 @@ static int read_object(pid_t pid, const struct pub_file *e, struct vc_object *o,
 		o->kind = e->flags & PUB_CACHE ? VC_CACHE :
 			  (e->flags & PUB_SHARED) || e->regions ? VC_REGION : VC_FILE;
 		o->size = e->user_size ? e->user_size : (uint64_t)st.st_size;
-		o->resident_bytes = (uint64_t)st.st_blocks * 512;
+		/* A disk file's blocks are disk space, not memory: the
+		 * process's own stats leave them out as well (contract 9). */
+		o->resident_bytes = disk_file(path) ? 0 : (uint64_t)st.st_blocks * 512;
 		if (depth > VC_TOTALS)
 			read_name(pid, e->user_fd, o->name, sizeof(o->name));
 	}
 	read_state(pid, o, depth);
 	return 0;
+}
+
+static bool disk_file(const char *path)
+{
+	struct statfs sfs;
+
+	return statfs(path, &sfs) == 0 && sfs.f_type != TMPFS_MAGIC;
 }
 
 static void totals(struct vc_proc *p)

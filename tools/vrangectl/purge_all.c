@@ -94,7 +94,7 @@ static void credit(struct vfile *f, uint64_t freed, void *arg)
 }
 
 int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
-	     struct vc_purge_result *res)
+	     const dev_t *disk, struct vc_purge_result *res)
 {
 	struct credit_ctx ctx;
 	size_t total = 0, nh = 0;
@@ -119,7 +119,7 @@ int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
 				h[nh++].proc = i;
 				continue;
 			}
-			if (!reach)
+			if (!reach && !disk) /* disk files are all reachable */
 				res->unreachable_bytes += vc_bytes(o->vol_pages);
 		}
 	}
@@ -127,7 +127,8 @@ int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
 	ctx.h = h;
 	ctx.nh = nh;
 	ctx.res = res;
-	res->freed_bytes = purge_run_each(bytes, false, credit, &ctx);
+	res->freed_bytes = disk ? purge_run_disk_each(*disk, bytes, credit, &ctx) :
+				  purge_run_each(bytes, false, credit, &ctx);
 	for (size_t i = 0; i < nh; i++)
 		vfile_put(h[i].f);
 	free(h);

@@ -7,6 +7,7 @@
 #define VRANGECTL_PURGE_ALL_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "procs.h"
 
@@ -21,9 +22,12 @@ struct vc_purge_result {
  * process adopting the file does), then discard in global order until bytes
  * are freed or nothing volatile is left, with the library's discard step
  * (the file's shared lock held, pages recorded purged before the punch).
+ * disk: punch the disk files of that file system instead (contract 9),
+ * counting the space freed; memory passes take disk files only for their
+ * volatile pages in the page cache.
  * 0 or -errno; res->freed is allocated (free it).
  */
 int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
-	     struct vc_purge_result *res);
+	     const dev_t *disk, struct vc_purge_result *res);
 
 #endif

@@ -17,12 +17,14 @@
 #include "vrange.h"
 #include "output.h"
 #include "publish.h"
+#include <sys/stat.h>
+
 #include "purge_all.h"
 
 static const char usage_text[] =
 	"usage: vrangectl list [--json]\n"
 	"       vrangectl show PID [--ranges] [--json]\n"
-	"       vrangectl purge [--pid PID] (--bytes N[K|M|G] | --all) [--json]\n"
+	"       vrangectl purge [--pid PID] [--disk PATH] (--bytes N[K|M|G] | --all) [--json]\n"
 	"       vrangectl watch [--interval SECONDS]\n"
 	"       vrangectl coordinate [--foreground] [--verbose]\n"
 	"       vrangectl --help | --version\n";
@@ -42,7 +44,9 @@ static const char help_text[] =
 	"              caches), lowest priority then least recently marked first,\n"
 	"              across every process reached (--pid: one process); --bytes N\n"
 	"              stops once N bytes are freed, --all frees everything volatile;\n"
-	"              private anonymous memory is reported as unreachable\n"
+	"              private anonymous memory is reported as unreachable;\n"
+	"              --disk PATH: punch volatile ranges of disk files on PATH's file\n"
+	"              system instead, counting the disk space freed\n"
 	"  watch       the list, refreshed every --interval seconds (default 1)\n"
 	"  coordinate  one memory-pressure watcher for every process of this user;\n"
 	"              their own monitors leave library files to it while it runs;\n"
@@ -185,9 +189,11 @@ static int cmd_purge(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, 0, 'j' }, { "all", no_argument, 0, 'a' },
 		{ "bytes", required_argument, 0, 'b' }, { "pid", required_argument, 0, 'p' },
-		{ 0 }
+		{ "disk", required_argument, 0, 'd' }, { 0 }
 	};
 	bool json = false, all = false, have_bytes = false, have_pid = false;
+	const char *disk_path = NULL;
+	struct stat dst;
 	struct vc_purge_result res;
 	struct vc_proc *p = NULL;
 	size_t n = 0, bytes = 0;
@@ -203,11 +209,15 @@ static int cmd_purge(int argc, char **argv)
 			have_bytes = true;
 		else if (c == 'p' && !have_pid && parse_pid(optarg, &pid))
 			have_pid = true;
+		else if (c == 'd' && !disk_path)
+			disk_path = optarg;
 		else
 			return usage();
 	}
 	if (optind + 1 != argc || all == have_bytes)
 		return usage();
+	if (disk_path && stat(disk_path, &dst) < 0)
+		return fail(disk_path, -errno);
 	if (have_pid) {
 		p = calloc(1, sizeof(*p));
 		if (!p)
@@ -226,7 +236,7 @@ static int cmd_purge(int argc, char **argv)
 		if (r < 0)
 			return fail("reading /proc", r);
 	}
-	r = vc_purge(p, n, all ? UINT64_MAX : bytes, &res);
+	r = vc_purge(p, n, all ? UINT64_MAX : bytes, disk_path ? &dst.st_dev : NULL, &res);
 	if (r == 0)
 		r = print_purge(p, n, &res, json);
 	free(res.freed);
