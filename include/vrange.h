@@ -99,9 +99,20 @@ unsigned int vrange_region_access(const vrange_region *r);
  * vrange_region_set_priority(3). */
 int vrange_region_set_priority(vrange_region *r, int priority);
 
-/** Mark the whole pages inside [off, off + len) volatile.  See
- * vrange_mark_volatile(3). */
+/** Mark the whole pages inside [off, off + len) volatile, at the region's
+ * cost (vrange_region_set_cost(), default 1).  See vrange_mark_volatile(3). */
 int vrange_mark_volatile(vrange_region *r, size_t off, size_t len);
+
+/** The same with @p cost, the relative cost of re-creating one page (1 =
+ * the default; 0 is -EINVAL).  Within a priority a dearer range outlives
+ * cheaper ones marked at the same time, but not forever.  See
+ * vrange_mark_volatile(3). */
+int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
+			      uint32_t cost);
+
+/** The cost of the region's later plain marks (vrange_mark_volatile(),
+ * vrange() on it); 0 is -EINVAL.  See vrange_region_set_priority(3). */
+int vrange_region_set_cost(vrange_region *r, uint32_t cost);
 
 /** Make [off, off + len) non-volatile: VRANGE_INTACT or VRANGE_PURGED.  See
  * vrange_mark_nonvolatile(3). */
@@ -179,6 +190,8 @@ struct vrange_stats {
 				       *   read zeros there (read-only fd, the
 				       *   application's own userfaultfd) */
 	char sigbus_fallback[32];     /**< "" or why the last of them fell back */
+	uint64_t purged_cost;         /**< pages discarded since start, each
+				       *   times its cost (vrange_mark_volatile_cost) */
 };
 
 /** Fill @p out with the library's counters.  See vrange_get_stats(3). */

@@ -27,6 +27,7 @@
 #include "app_map_faults.h"
 #include "file_state.h"
 #include "publish.h"
+#include "purge.h"
 #include "uffd_purge.h"
 #include "vrange.h"
 
@@ -886,12 +887,18 @@ static struct pw_hdr *fast_words(struct vfile *f, uint32_t *n)
 int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 			int32_t prio)
 {
+	return vfile_mark_volatile_cost(f, start, end, prio, 1);
+}
+
+int vfile_mark_volatile_cost(struct vfile *f, uint64_t start, uint64_t end,
+			     int32_t prio, uint32_t cost)
+{
 	struct pw_hdr *h;
 	uint32_t n;
 	int r;
 
 	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_mark(h, n, start, prio, vr_next_seq()) == 1)
+	    pw_fast_mark_cost(h, n, start, prio, vr_next_seq(), cost) == 1)
 		return 0;
 	r = vfile_lock(f);
 	if (r < 0)
@@ -899,7 +906,8 @@ int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 	if (f->shared)
 		vshared_note_end(&f->sh, end);
 	for (;;) {
-		r = rt_mark_volatile(&f->tree, start, end, prio, vr_next_seq(), NULL);
+		r = rt_mark_volatile_cost(&f->tree, start, end, prio,
+					  vr_next_seq(), cost, NULL);
 		if (r != -ENOMEM)
 			break;
 		r = arena_grow(f);
@@ -1332,6 +1340,7 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 			b.start[b.n] = rr.start;
 			b.end[b.n++] = stop;
 			*pages += stop - rr.start;
+			purge_note_cost((stop - rr.start) * (rr.cost ? rr.cost : 1));
 			left -= stop - rr.start;
 		}
 		if (!left || b.n == BATCH_RUNS || keep_spare(f) < 0 ||
@@ -1385,6 +1394,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		}
 		anymap_discard(f, rr.start, rr.start + n, freed);
 		*pages += n;
+		purge_note_cost(n * (rr.cost ? rr.cost : 1));
 	} else {
 		r = discard_batch(f, &rr, max_pages, lim, freed, pages);
 		if (r < 0)

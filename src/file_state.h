@@ -207,6 +207,8 @@ int vfile_lock(struct vfile *f) VR_HIDDEN;
 void vfile_unlock(struct vfile *f) VR_HIDDEN;
 
 /* Marking, in pages.  Lock held by the functions themselves. */
+int vfile_mark_volatile_cost(struct vfile *f, uint64_t start, uint64_t end,
+			     int32_t prio, uint32_t cost) VR_HIDDEN;
 int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 			int32_t prio) VR_HIDDEN;
 /* VRANGE_INTACT / VRANGE_PURGED / -errno.  Async-signal-safe. */
@@ -243,11 +245,15 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages) VR_HIDDEN;
 
-/* Is a before b in the purge order: lower priority, then marked earlier? */
+/* Is a before b in the purge order: lower priority, then the lower key
+ * (the mark time raised by the cost, page_words.h: pw_key; both keys of
+ * one unit), then marked earlier? */
 static inline bool vfile_older(const struct rt_range *a, const struct rt_range *b)
 {
 	if (a->prio != b->prio)
 		return a->prio < b->prio;
+	if (a->key != b->key)
+		return a->key < b->key;
 	return a->seq < b->seq;
 }
 

@@ -297,6 +297,14 @@ int vrange_region_set_priority(vrange_region *r, int priority)
 	return 0;
 }
 
+int vrange_region_set_cost(vrange_region *r, uint32_t cost)
+{
+	if (!r || !cost)
+		return -EINVAL;
+	atomic_store_explicit(&r->cost, cost, memory_order_relaxed);
+	return 0;
+}
+
 /* Check a call on a region and find its pages: 1 go on, 0 nothing to do
  * (len 0, or no whole page inside when rounding inward), -errno. */
 static int region_pages(const vrange_region *r, size_t off, size_t len,
@@ -310,14 +318,29 @@ static int region_pages(const vrange_region *r, size_t off, size_t len,
 	return ret < 0 ? ret : *start < *end;
 }
 
-int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
+			      uint32_t cost)
 {
 	uint64_t start, end;
-	int ret = region_pages(r, off, len, true, &start, &end);
+	int ret;
 
+	if (!cost)
+		return -EINVAL;
+	ret = region_pages(r, off, len, true, &start, &end);
 	if (ret <= 0)
 		return ret;
-	return vfile_mark_volatile(r->file, start, end, atomic_load(&r->prio));
+	return vfile_mark_volatile_cost(r->file, start, end,
+					atomic_load(&r->prio), cost);
+}
+
+int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	uint32_t cost;
+
+	if (!r)
+		return -EINVAL;
+	cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
+	return vrange_mark_volatile_cost(r, off, len, cost ? cost : 1);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)

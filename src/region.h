@@ -14,6 +14,7 @@ struct vrange_region {
 	int fd;                     /* the region's own descriptor */
 	unsigned int access;        /* VRANGE_ACCESS_ZERO or _SIGBUS */
 	_Atomic int prio;
+	_Atomic uint32_t cost; /* of plain marks; 0 = the default, 1 */
 	vrange_refill_fn refill;    /* guarded by file->lock */
 	void *refill_arg;
 };

@@ -186,6 +186,7 @@ int vrange_get_stats(struct vrange_stats *out)
 	out->purged_total = pc.purged_total;
 	out->pressure_events = pc.pressure_events;
 	out->refills = pc.refills;
+	out->purged_cost = pc.purged_cost;
 	pressure_fill_stats(out);
 	strncpy(out->access_fallback, uffd_fallback_reason(),
 		sizeof(out->access_fallback) - 1);
