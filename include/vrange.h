@@ -216,6 +216,10 @@ struct vrange_cache_opts {
 	                          least recently used released entries are evicted */
 	int priority;        /**< purge priority of its memory, as regions (default 0) */
 	unsigned flags;      /**< 0 or VRANGE_CACHE_EAGER */
+	uint32_t cost;       /**< re-creation cost of a page of its values, as
+	                          vrange_mark_volatile_cost(); 0 = the default, 1
+	                          (appended: a struct_size that ends before it
+	                          means 1) */
 };
 
 /** Cache flag: volatile at the last release, not lazily; see vrange_cache_create(3). */
@@ -233,6 +237,12 @@ int vrange_cache_destroy(vrange_cache *c);
  * vrange_cache_put(3). */
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 		     const void *val, size_t vlen);
+
+/** vrange_cache_put() with the value's own re-creation cost (0 is
+ * -EINVAL; values sharing a page are purged at the dearest cost put on
+ * it).  See vrange_cache_put(3). */
+int vrange_cache_put_cost(vrange_cache *c, const void *key, size_t klen,
+			  const void *val, size_t vlen, uint32_t cost);
 
 /** Look a key up and hold its value until released; -ENOENT on a miss.
  * See vrange_cache_get(3). */

@@ -89,7 +89,15 @@ static void cool_locked(struct cblock *b)
 		if (atomic_compare_exchange_weak(&b->state, &s, 0)) {
 			/* A failed mark leaves them non-volatile: never purged,
 			 * never damaged; a later hold marks again harmlessly. */
-			(void)vrange_mark_volatile(b->chunk->r, cblock_off(b), bytes_of(b));
+			uint32_t cost = atomic_load_explicit(&b->cost,
+							     memory_order_relaxed);
+
+			if (cost)
+				(void)vrange_mark_volatile_cost(b->chunk->r, cblock_off(b),
+								bytes_of(b), cost);
+			else
+				(void)vrange_mark_volatile(b->chunk->r, cblock_off(b),
+							   bytes_of(b));
 			return;
 		}
 	}
