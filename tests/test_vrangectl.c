@@ -461,6 +461,7 @@ static void test_cost_order(void)
 	snprintf(bytes, sizeof(bytes), "--bytes=%ld", 16 * page);
 	j = run_json(20, NULL, "purge", bytes, "--json", NULL);
 	CHECK(j && jget(j, "freed_bytes") == (uint64_t)(16 * page), "cost order: freed");
+	CHECK(j && jget(j, "purged_cost") == 16, "cost order: 16 pages of cost 1 went");
 	json_object_put(j);
 	r = cmd(&b, "unmark 0 0 16");
 	CHECK(!strncmp(r, "ok purged", 9), "cost order: the cheap range went (%s)", r);

@@ -130,6 +130,7 @@ struct json_object *vc_json_list(const struct vc_proc *p, size_t n)
 				       json_object_new_boolean(p[i].hdr.monitor != 0));
 		add_u64(o, "purges", p[i].hdr.purges);
 		add_u64(o, "purged_total", p[i].hdr.purged_total);
+		add_u64(o, "purged_cost", p[i].hdr.purged_cost);
 		add_u64(o, "pressure_events", p[i].hdr.pressure_events);
 		add_u64(o, "refills", p[i].hdr.refills);
 		json_object_array_add(arr, o);
