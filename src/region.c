@@ -318,19 +318,23 @@ static int region_pages(const vrange_region *r, size_t off, size_t len,
 	return ret < 0 ? ret : *start < *end;
 }
 
-int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
-			      uint32_t cost)
+/* Both marks, without a call through the PLT between them. */
+static inline int mark_cost(vrange_region *r, size_t off, size_t len,
+			    uint32_t cost)
 {
 	uint64_t start, end;
-	int ret;
+	int ret = region_pages(r, off, len, true, &start, &end);
 
-	if (!cost)
-		return -EINVAL;
-	ret = region_pages(r, off, len, true, &start, &end);
 	if (ret <= 0)
 		return ret;
 	return vfile_mark_volatile_cost(r->file, start, end,
 					atomic_load(&r->prio), cost);
+}
+
+int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
+			      uint32_t cost)
+{
+	return cost ? mark_cost(r, off, len, cost) : -EINVAL;
 }
 
 int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
@@ -340,7 +344,7 @@ int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
 	if (!r)
 		return -EINVAL;
 	cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
-	return vrange_mark_volatile_cost(r, off, len, cost ? cost : 1);
+	return mark_cost(r, off, len, cost ? cost : 1);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
