@@ -111,7 +111,7 @@ int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
 			      uint32_t cost);
 
 /** The cost of the region's later plain marks (vrange_mark_volatile(),
- * vrange() on it); 0 is -EINVAL.  See vrange_region_set_priority(3). */
+ * vrange() on it); 0 is -EINVAL.  See vrange_region_set_cost(3). */
 int vrange_region_set_cost(vrange_region *r, uint32_t cost);
 
 /** Make [off, off + len) non-volatile: VRANGE_INTACT or VRANGE_PURGED.  See
