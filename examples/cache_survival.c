@@ -120,7 +120,7 @@ static int run_malloc(uint64_t offer, struct report *rep)
 
 static int run_vrange(uint64_t offer, struct report *rep)
 {
-	struct vrange_cache_opts o = { sizeof(o), "images", 0, 0, 0 };
+	struct vrange_cache_opts o = { sizeof(o), "images", 0, 0, 0, 0 };
 	struct vrange_cache_stats st = { .struct_size = sizeof(st) };
 	uint64_t rng = 1, cold = 0;
 	vrange_cache *c;

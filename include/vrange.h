@@ -115,9 +115,20 @@ unsigned int vrange_region_access(const vrange_region *r);
  * vrange_region_set_priority(3). */
 int vrange_region_set_priority(vrange_region *r, int priority);
 
-/** Mark the whole pages inside [off, off + len) volatile.  See
- * vrange_mark_volatile(3). */
+/** Mark the whole pages inside [off, off + len) volatile, at the region's
+ * cost (vrange_region_set_cost(), default 1).  See vrange_mark_volatile(3). */
 int vrange_mark_volatile(vrange_region *r, size_t off, size_t len);
+
+/** The same with @p cost, the relative cost of re-creating one page (1 =
+ * the default; 0 is -EINVAL).  Within a priority a dearer range outlives
+ * cheaper ones marked at the same time, but not forever.  See
+ * vrange_mark_volatile(3). */
+int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
+			      uint32_t cost);
+
+/** The cost of the region's later plain marks (vrange_mark_volatile(),
+ * vrange() on it); 0 is -EINVAL.  See vrange_region_set_cost(3). */
+int vrange_region_set_cost(vrange_region *r, uint32_t cost);
 
 /** Make [off, off + len) non-volatile: VRANGE_INTACT or VRANGE_PURGED.  See
  * vrange_mark_nonvolatile(3). */
@@ -205,6 +216,9 @@ struct vrange_stats {
 	uint64_t disk_freed_total;    /**< disk space they gave back (st_blocks) */
 	uint64_t disk_unpunchable;    /**< disk files that are never punched */
 	char disk_unpunchable_why[64];/**< "" or why the last of them is not */
+	/* Contract 10, issue 27 (appended after the disk fields): */
+	uint64_t purged_cost;         /**< pages discarded since start, each
+				       *   times its cost (vrange_mark_volatile_cost) */
 };
 
 /** Fill the first @p size bytes of @p out (sizeof(struct vrange_stats) of
@@ -242,6 +256,10 @@ struct vrange_cache_opts {
 	                          least recently used released entries are evicted */
 	int priority;        /**< purge priority of its memory, as regions (default 0) */
 	unsigned flags;      /**< 0 or VRANGE_CACHE_EAGER */
+	uint32_t cost;       /**< re-creation cost of a page of its values, as
+	                          vrange_mark_volatile_cost(); 0 = the default, 1
+	                          (appended: a struct_size that ends before it
+	                          means 1) */
 };
 
 /** Cache flag: volatile at the last release, not lazily; see vrange_cache_create(3). */
@@ -259,6 +277,12 @@ int vrange_cache_destroy(vrange_cache *c);
  * vrange_cache_put(3). */
 int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 		     const void *val, size_t vlen);
+
+/** vrange_cache_put() with the value's own re-creation cost (0 is
+ * -EINVAL; values sharing a page are purged at the dearest cost put on
+ * it).  See vrange_cache_put(3). */
+int vrange_cache_put_cost(vrange_cache *c, const void *key, size_t klen,
+			  const void *val, size_t vlen, uint32_t cost);
 
 /** Look a key up and hold its value until released; -ENOENT on a miss.
  * See vrange_cache_get(3). */

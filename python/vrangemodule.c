@@ -89,6 +89,13 @@ static const struct field stats_fields[] = {
 	STR(vrange_stats, access_fallback),
 	U64(vrange_stats, sigbus_fallbacks),
 	STR(vrange_stats, sigbus_fallback),
+	U64(vrange_stats, disk_volatile_bytes),
+	U64(vrange_stats, disk_purged_bytes),
+	U64(vrange_stats, disk_purges),
+	U64(vrange_stats, disk_freed_total),
+	U64(vrange_stats, disk_unpunchable),
+	STR(vrange_stats, disk_unpunchable_why),
+	U64(vrange_stats, purged_cost),
 	{ NULL, 0, 0 }
 };
 
@@ -1097,7 +1104,8 @@ PyDoc_STRVAR(stats_doc,
 "stats() -> dict\n--\n\n"
 "The library's counters for this process (see vrange_get_stats(3)):\n"
 "regions, files, volatile_bytes, purged_bytes, purges, purged_total,\n"
-"pressure_events, refills, pressure_source, access_fallback, ...");
+"pressure_events, refills, pressure_source, access_fallback, ..., the\n"
+"disk_* counters and purged_cost.");
 
 static PyObject *mod_stats(PyObject *mod, PyObject *unused)
 {

@@ -25,6 +25,7 @@
 #define SHARD_SHIFT 58
 #define KEY_MAX 4096
 #define FIRST_OPTS_SIZE (offsetof(struct vrange_cache_opts, flags) + sizeof(unsigned))
+#define COST_OPTS_SIZE (offsetof(struct vrange_cache_opts, cost) + sizeof(uint32_t))
 #define FIRST_STATS_SIZE (offsetof(struct vrange_cache_stats, evictions) + sizeof(uint64_t))
 /* Released values kept non-volatile for cheap reuse, and freed pages. */
 #define DEFER_BYTES (8u << 20)
@@ -370,6 +371,9 @@ int vrange_cache_create(const struct vrange_cache_opts *opts, vrange_cache **out
 	cpages_init(&c->pages, opts ? opts->name : NULL, opts ? opts->priority : 0,
 		    eager ? 0 : POOL_BYTES);
 	c->max_bytes = opts ? opts->max_bytes : 0;
+	/* Options of an older size end before cost: the default, 1. */
+	c->pages.cost = opts && opts->struct_size >= COST_OPTS_SIZE &&
+			opts->cost ? opts->cost : 1;
 	c->id = atomic_fetch_add(&next_cache_id, 1);
 	pthread_mutex_lock(&all_lock);
 	c->all_next = all_caches;
@@ -597,8 +601,21 @@ static void entry_abort(vrange_cache *c, struct centry *e)
  * non-volatile.  -EAGAIN: not such a put (or the old value proved purged,
  * or its pages' state could not be had): take a new slot.
  */
+/* A value of cost `cost` (0: the cache's) is on b: its pages are marked
+ * at the dearest cost put there since the block was made. */
+static void raise_cost(struct cblock *b, uint32_t cost)
+{
+	uint32_t cur = atomic_load_explicit(&b->cost, memory_order_relaxed);
+
+	while (cost > cur &&
+	       !atomic_compare_exchange_weak_explicit(&b->cost, &cur, cost,
+						      memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
 static int put_in_place(vrange_cache *c, const void *key, size_t klen,
-			const void *val, size_t vlen)
+			const void *val, size_t vlen, uint32_t cost)
 {
 	uint64_t h = key_hash(key, klen);
 	struct cshard *s = shard_of(c, h);
@@ -623,6 +640,7 @@ static int put_in_place(vrange_cache *c, const void *key, size_t klen,
 		goto out;
 	}
 	memcpy(cblock_ptr(b, e->slot), val, vlen);
+	raise_cost(b, cost);
 	d = (int64_t)vlen - (int64_t)e->vlen;
 	relaxed_add(&s->bytes, d);
 	if (c->max_bytes)
@@ -640,8 +658,8 @@ out:
 	return 0;
 }
 
-int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
-		     const void *val, size_t vlen)
+static int put_cost(vrange_cache *c, const void *key, size_t klen,
+		    const void *val, size_t vlen, uint32_t cost)
 {
 	struct centry *e;
 	int ret;
@@ -650,19 +668,34 @@ int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
 		return -EINVAL;
 	if (c->max_bytes && vlen > c->max_bytes)
 		return -E2BIG;
-	ret = put_in_place(c, key, klen, val, vlen);
+	ret = put_in_place(c, key, klen, val, vlen, cost);
 	if (ret != -EAGAIN)
 		return ret;
 	ret = entry_reserve(c, key, klen, vlen, &e);
 	if (ret < 0)
 		return ret;
 	memcpy(cblock_ptr(e->block, e->slot), val, vlen);
+	raise_cost(e->block, cost);
 	/* No lock: nobody else knows e, and its held block cannot be killed. */
 	atomic_store_explicit(&e->reserved, false, memory_order_relaxed);
 	ret = entry_commit(c, e);
 	if (ret < 0)
 		entry_abort(c, e);
 	return ret;
+}
+
+int vrange_cache_put(vrange_cache *c, const void *key, size_t klen,
+		     const void *val, size_t vlen)
+{
+	return put_cost(c, key, klen, val, vlen, c ? c->pages.cost : 1);
+}
+
+int vrange_cache_put_cost(vrange_cache *c, const void *key, size_t klen,
+			  const void *val, size_t vlen, uint32_t cost)
+{
+	if (!cost)
+		return -EINVAL;
+	return put_cost(c, key, klen, val, vlen, cost);
 }
 
 int vrange_cache_reserve(vrange_cache *c, const void *key, size_t klen,

@@ -75,6 +75,8 @@ struct cblock {
 	_Atomic uint32_t used;  /* slots with an entry (changed under the block lock) */
 	int cls;                /* slab class, or -1: one large value */
 	uint32_t gen;           /* bumped at each reuse of the meta */
+	_Atomic uint32_t cost;  /* dearest put on it since it was made (0:
+				 * the cache's cost, its region's) */
 	uint64_t rel_seq;       /* mark clock at the last release (__atomic):
 				 * its place in the purge order when cooled */
 	bool listed;            /* on its class's partial list (allocator lock) */
@@ -119,6 +121,7 @@ struct cpages {
 	pthread_mutex_t lock;           /* chunks, bitmaps, partial lists */
 	char name[64];
 	int prio;
+	uint32_t cost; /* the cost of its regions' marks (>= 1) */
 	unsigned int nclasses;          /* classes 16 << i up to half a page */
 	struct cchunk **chunks;         /* creation order */
 	size_t nchunks, cap;

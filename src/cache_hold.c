@@ -106,10 +106,13 @@ static void cool_locked(struct cblock *b)
 			/* A failed mark leaves them non-volatile: never purged,
 			 * never damaged; a later hold marks again harmlessly.
 			 * The stamp of the last release: read after the CAS
-			 * that saw its hold gone (acquire, seq_cst). */
+			 * that saw its hold gone (acquire, seq_cst).  The
+			 * cost: the dearest put on it (0: its region's). */
 			(void)region_mark_volatile_at(b->chunk->r, cblock_off(b),
 					bytes_of(b),
-					__atomic_load_n(&b->rel_seq, __ATOMIC_RELAXED));
+					__atomic_load_n(&b->rel_seq, __ATOMIC_RELAXED),
+					atomic_load_explicit(&b->cost,
+							     memory_order_relaxed));
 			return;
 		}
 	}

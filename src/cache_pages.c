@@ -192,6 +192,7 @@ static int chunk_new(struct cpages *p, uint32_t npages, struct cchunk **out)
 	if (ret < 0)
 		goto fail;
 	vrange_region_set_priority(ch->r, p->prio);
+	vrange_region_set_cost(ch->r, p->cost ? p->cost : 1);
 	ch->base = vrange_region_base(ch->r);
 	ch->npages = ch->free_pages = npages;
 	ret = table_add(p, ch);
@@ -519,6 +520,7 @@ static void block_free(struct cpages *p, struct cblock *b)
 			bits_set(ch->vol, b->first, b->npages, true);
 	}
 	atomic_store_explicit(&b->state, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->cost, 0, memory_order_relaxed);
 	b->chunk = NULL;
 	b->next = p->spare[list];
 	p->spare[list] = b;

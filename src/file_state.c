@@ -30,6 +30,7 @@
 #include "file_state.h"
 #include "pressure.h"
 #include "publish.h"
+#include "purge.h"
 #include "uffd_purge.h"
 #include "vrange.h"
 
@@ -946,21 +947,16 @@ static struct pw_hdr *fast_words(struct vfile *f, uint32_t *n)
 	return *n ? __atomic_load_n(&f->tree.pw.h, __ATOMIC_ACQUIRE) : NULL;
 }
 
-int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
-			int32_t prio)
-{
-	return vfile_mark_volatile_at(f, start, end, prio, 0);
-}
-
 int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
-			   int32_t prio, uint64_t seq)
+			   int32_t prio, uint64_t seq, uint32_t cost)
 {
 	struct pw_hdr *h;
 	uint32_t n;
 	int r;
 
 	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_mark(h, n, start, prio, seq ? seq : vr_next_seq()) == 1) {
+	    pw_fast_mark_cost(h, n, start, prio, seq ? seq : vr_next_seq(),
+			      cost) == 1) {
 		pressure_note_mark();
 		return 0;
 	}
@@ -970,8 +966,8 @@ int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
 	if (f->shared)
 		vshared_note_end(&f->sh, end);
 	for (;;) {
-		r = rt_mark_volatile(&f->tree, start, end, prio,
-				     seq ? seq : vr_next_seq(), NULL);
+		r = rt_mark_volatile_cost(&f->tree, start, end, prio,
+					  seq ? seq : vr_next_seq(), cost, NULL);
 		if (r != -ENOMEM)
 			break;
 		r = arena_grow(f);
@@ -1253,6 +1249,7 @@ struct batch {
 	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
 	int32_t prio[BATCH_RUNS];  /* each run's place in the order, as taken */
 	uint64_t seq[BATCH_RUNS];  /* (before punch_batch sorts the runs) */
+	uint32_t cost[BATCH_RUNS]; /* and its cost */
 };
 
 /* Is page pg in one of the batch's runs (sorted, joined)?  *i: a cursor
@@ -1393,8 +1390,8 @@ static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 	if (r == 0)
 		return 0;
 	for (uint32_t i = 0; i < b->n; i++) {
-		if (rt_unpurge(&f->tree, b->start[i], b->end[i], b->prio[i],
-			       b->seq[i], NULL) < 0)
+		if (rt_unpurge_cost(&f->tree, b->start[i], b->end[i], b->prio[i],
+				    b->seq[i], b->cost[i], NULL) < 0)
 			vr_debug("disk file %lu: pages left recorded purged",
 				 (unsigned long)f->ino);
 		*pages -= b->end[i] - b->start[i];
@@ -1407,14 +1404,14 @@ static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 	return -EOPNOTSUPP;
 }
 
-/* Pages [s, e) of a batch's run go back to volatile with (prio, seq). */
+/* Pages [s, e) of a batch's run go back to volatile with (prio, seq, cost). */
 static int put_back(struct vfile *f, uint64_t s, uint64_t e, int32_t prio,
-		    uint64_t seq, uint64_t *pages)
+		    uint64_t seq, uint32_t cost, uint64_t *pages)
 {
 	int r;
 
 	for (;;) {
-		r = rt_unpurge(&f->tree, s, e, prio, seq, NULL);
+		r = rt_unpurge_cost(&f->tree, s, e, prio, seq, cost, NULL);
 		if (r != -ENOMEM)
 			break;
 		r = arena_grow(f);
@@ -1467,10 +1464,12 @@ static int only_cached(struct vfile *f, struct batch *b, uint64_t *pages,
 				if (!res || b->n == BATCH_RUNS) {
 					/* not in the cache: newest; no room: as it was */
 					r = put_back(f, s + k, s + j, in.prio[i],
-						     res ? in.seq[i] : vr_next_seq(), pages);
+						     res ? in.seq[i] : vr_next_seq(),
+						     in.cost[i], pages);
 				} else {
 					b->prio[b->n] = in.prio[i];
 					b->seq[b->n] = in.seq[i];
+					b->cost[b->n] = in.cost[i];
 					b->start[b->n] = s + k;
 					b->end[b->n++] = s + j;
 					*cached += j - k;
@@ -1531,6 +1530,7 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		if (stop > rr.start) {
 			b.prio[b.n] = rr.prio;
 			b.seq[b.n] = rr.seq;
+			b.cost[b.n] = rr.cost ? rr.cost : 1;
 			b.start[b.n] = rr.start;
 			b.end[b.n++] = stop;
 			*pages += stop - rr.start;
@@ -1546,6 +1546,10 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		return r;
 	if (f->disk && b.n && (r = disk_record(f, &b, pages)) < 0)
 		return r;
+	/* What is punched, each page times its cost (what went back to
+	 * volatile above is not). */
+	for (uint32_t i = 0; i < b.n; i++)
+		purge_note_cost((b.end[i] - b.start[i]) * b.cost[i]);
 	punch_batch(f, &b);
 	after = allocated_bytes(f->fd);
 	if (f->disk && lim->memory)
@@ -1595,6 +1599,7 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		}
 		anymap_discard(f, rr.start, rr.start + n, freed);
 		*pages += n;
+		purge_note_cost(n * (rr.cost ? rr.cost : 1));
 	} else {
 		r = discard_batch(f, &rr, max_pages, lim, freed, pages);
 		if (r == -EOPNOTSUPP && f->disk) { /* never punched: passed over */

@@ -210,15 +210,20 @@ bool vfile_dormant_known(dev_t dev, ino_t ino) VR_HIDDEN;
 int vfile_lock(struct vfile *f) VR_HIDDEN;
 void vfile_unlock(struct vfile *f) VR_HIDDEN;
 
-/* Marking, in pages.  Lock held by the functions themselves. */
-int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
-			int32_t prio) VR_HIDDEN;
-/* The same with the place in the purge order given: seq, a stamp of
- * vr_next_seq() taken earlier (the moment the caller let the pages go;
- * 0: now).  The tree and the page words take any stamp; a purge pass
- * already running may or may not take such a mark (see cache_hold.c). */
+/* Marking, in pages.  Lock held by the function itself.  seq: the place
+ * in the purge order, a stamp of vr_next_seq() taken earlier (the moment
+ * the caller let the pages go; 0: now).  The tree and the page words take
+ * any stamp; a purge pass already running may or may not take such a mark
+ * (see cache_hold.c).  cost: the relative cost of re-creating a page (1 or
+ * more; see "Purge order by cost" in docs/design.md). */
 int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
-			   int32_t prio, uint64_t seq) VR_HIDDEN;
+			   int32_t prio, uint64_t seq, uint32_t cost) VR_HIDDEN;
+/* Now, at cost 1. */
+static inline int vfile_mark_volatile(struct vfile *f, uint64_t start,
+				      uint64_t end, int32_t prio)
+{
+	return vfile_mark_volatile_at(f, start, end, prio, 0, 1);
+}
 /* VRANGE_INTACT / VRANGE_PURGED / -errno.  Async-signal-safe. */
 int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end) VR_HIDDEN;
 /* 1 if any page of [start, end) is volatile (purged or not), 0, -errno. */
@@ -257,11 +262,15 @@ int vfile_purge_oldest(struct vfile *f, uint64_t max_pages,
 		       const struct purge_limit *lim, uint64_t *freed,
 		       uint64_t *pages) VR_HIDDEN;
 
-/* Is a before b in the purge order: lower priority, then marked earlier? */
+/* Is a before b in the purge order: lower priority, then the lower key
+ * (the mark time raised by the cost, page_words.h: pw_key; both keys of
+ * one unit), then marked earlier? */
 static inline bool vfile_older(const struct rt_range *a, const struct rt_range *b)
 {
 	if (a->prio != b->prio)
 		return a->prio < b->prio;
+	if (a->key != b->key)
+		return a->key < b->key;
 	return a->seq < b->seq;
 }
 

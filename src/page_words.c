@@ -12,7 +12,21 @@
 
 #include "range_tree.h"
 
-#define PW_MAGIC 0x32647770u /* "pwd2" */
+#define PW_MAGIC 0x33647770u /* "pwd3": words carry a cost */
+
+/* The aging unit (nanoseconds): 1 ms until the first purge measures it. */
+#define PW_UNIT_START 1000000ull
+static _Atomic uint64_t cost_unit = PW_UNIT_START;
+
+uint64_t pw_cost_unit(void)
+{
+	return atomic_load_explicit(&cost_unit, memory_order_relaxed);
+}
+
+void pw_set_cost_unit(uint64_t unit)
+{
+	atomic_store_explicit(&cost_unit, unit ? unit : 1, memory_order_relaxed);
+}
 
 /* A word changes by one 16-byte compare-and-swap where the machine has
  * one (x86-64's cmpxchg16b, -mcx16); elsewhere only under the lock, and
@@ -205,14 +219,15 @@ static inline void note_unordered(struct pw_hdr *h)
  * both (a mark absorbs the word, an unmark clears word and range and
  * answers from them).
  */
-int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
-		 uint64_t seq)
+int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
+		      uint64_t seq, uint32_t cost)
 {
 #if PW_LOCK_FREE
-	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE };
+	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE,
+				    .cost = (uint16_t)cost };
 	struct pw_word *w, old;
 
-	if (!have_cas16 || i >= n || fast_is_off(h))
+	if (!have_cas16 || i >= n || !cost || cost > PW_COST_MAX || fast_is_off(h))
 		return 0;
 	w = words_of(h, n) + i;
 	/* Counted before the word turns volatile (and uncounted after it
@@ -235,7 +250,7 @@ int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
 	TEST_HOOK(PW_AFTER_SWAP);
 	return !fast_is_off(h);
 #else
-	(void)h, (void)n, (void)i, (void)prio, (void)seq;
+	(void)h, (void)n, (void)i, (void)prio, (void)seq, (void)cost;
 	return 0;
 #endif
 }
@@ -288,7 +303,7 @@ static inline bool bad_state(uint32_t st)
  * marked stale.  Before the word changes: a holder that dies between the
  * two leaves at worst an entry the word does not confirm. */
 static inline void log_mark(struct pw *p, uint64_t i, int32_t prio,
-			    uint64_t seq)
+			    uint64_t seq, uint32_t cost)
 {
 	struct pw_hdr *h = p->h;
 	uint32_t at = h->ord_len + h->ord_nlog;
@@ -296,8 +311,10 @@ static inline void log_mark(struct pw *p, uint64_t i, int32_t prio,
 	if (!h->ord_built || h->ord_stale)
 		return;
 	if (h->ord_len <= p->n && at < p->n) {
-		p->e[at] = (struct pw_ent){ .seq = seq, .prio = prio,
-					    .page = (uint32_t)i };
+		if (pw_cost_cls(cost))
+			h->ord_costly = 1;
+		p->e[at] = (struct pw_ent){ .seq = pw_key(seq, cost, h->ord_unit),
+					    .prio = prio, .page = (uint32_t)i };
 		h->ord_nlog++;
 	} else {
 		h->ord_stale = 1;
@@ -307,12 +324,13 @@ static inline void log_mark(struct pw *p, uint64_t i, int32_t prio,
 /* The counters of the header follow every word change at once, so a holder
  * that dies mid-operation leaves counts that do not add up (pw_check). */
 int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
-	    struct pw_delta *d)
+	    uint32_t cost, struct pw_delta *d)
 {
-	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE };
+	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE,
+				    .cost = (uint16_t)cost };
 	struct pw_hdr *h = p->h;
 
-	if (e > p->n)
+	if (e > p->n || !cost || cost > PW_COST_MAX)
 		return -EIO;
 	for (uint64_t i = s; i < e; i++) {
 		struct pw_word *w = &p->w[i], old = word_read(w);
@@ -323,7 +341,7 @@ int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 			count_was(d, old.state);
 			continue;
 		}
-		log_mark(p, i, prio, seq);
+		log_mark(p, i, prio, seq, cost);
 		while (!word_cas(w, old, nw))
 			old = word_read(w);
 		count_was(d, old.state);
@@ -419,9 +437,11 @@ int pw_purge_exact(struct pw *p, uint64_t s, uint64_t e, uint64_t *stop,
 }
 
 int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
-	       uint64_t seq, struct pw_delta *d)
+	       uint64_t seq, uint32_t cost, struct pw_delta *d)
 {
-	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE };
+	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE,
+				    .cost = (uint16_t)(cost && cost <= PW_COST_MAX ?
+						       cost : 1) };
 	struct pw_hdr *h = p->h;
 
 	e = clip(p, e);
@@ -438,7 +458,7 @@ int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 		h->nvol++;
 		d->purged--;
 		d->vol++;
-		log_mark(p, i, prio, seq);
+		log_mark(p, i, prio, seq, nw.cost);
 		word_cas(w, old, nw);
 	}
 	return 0;
@@ -449,7 +469,7 @@ static inline bool same_word(const struct pw_word *a, const struct pw_word *b)
 	if (a->state != b->state)
 		return false;
 	return a->state != RT_VOLATILE ||
-	       (a->prio == b->prio && a->seq == b->seq);
+	       (a->prio == b->prio && a->seq == b->seq && a->cost == b->cost);
 }
 
 int pw_next_run(const struct pw *p, uint64_t s, uint64_t e, struct pw_run *out)
@@ -471,6 +491,7 @@ int pw_next_run(const struct pw *p, uint64_t s, uint64_t e, struct pw_run *out)
 	if (w.state == RT_VOLATILE) {
 		out->seq = w.seq;
 		out->prio = w.prio;
+		out->cost = w.cost;
 	}
 	return 1;
 }
@@ -554,8 +575,12 @@ static void build_order(struct pw *p)
 
 	/* Before the scan: a lock-free mark the scan misses flags the order
 	 * stale again (note_unordered). */
+	bool costly = false;
+	uint64_t unit = pw_cost_unit();
+
 	h->ord_stale = 0;
 	h->ord_built = 1;
+	h->ord_unit = unit;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < p->n; i++) {
 		const struct pw_word w = word_read(&p->w[i]);
@@ -563,7 +588,10 @@ static void build_order(struct pw *p)
 
 		if (w.state != RT_VOLATILE)
 			continue;
-		x = (struct pw_ent){ .seq = w.seq, .prio = w.prio, .page = i };
+		if (pw_cost_cls(w.cost))
+			costly = true;
+		x = (struct pw_ent){ .seq = pw_key(w.seq, w.cost, unit),
+				     .prio = w.prio, .page = i };
 		if (n < cap) {
 			p->e[n] = x;
 			sift_up(p->e, n++);
@@ -576,6 +604,7 @@ static void build_order(struct pw *p)
 		}
 	}
 	sort_heap(p->e, n);
+	h->ord_costly = costly;
 	h->ord_all = all;
 	h->ord_len = n;
 	h->ord_pos = 0;
@@ -626,7 +655,17 @@ static inline bool ent_live(const struct pw *p, const struct pw_ent *x)
 	if (x->page >= p->n)
 		return false;
 	w = word_read(&p->w[x->page]);
-	return w.state == RT_VOLATILE && w.prio == x->prio && w.seq == x->seq;
+	return w.state == RT_VOLATILE && w.prio == x->prio &&
+	       pw_key(w.seq, w.cost, p->h->ord_unit) == x->seq;
+}
+
+/* Keys of an order that weighs costs follow the unit: one built with a
+ * unit half or twice the current one is built again. */
+static inline bool unit_moved(const struct pw_hdr *h)
+{
+	uint64_t u = pw_cost_unit(), o = h->ord_unit;
+
+	return h->ord_costly && (u / 2 > o || o / 2 > u);
 }
 
 /* The first live entry from ord_pos on (advancing ord_pos past dead ones:
@@ -655,7 +694,8 @@ int pw_oldest(struct pw *p, struct pw_run *out)
 
 	if (!p->n || !pw_vol(p))
 		return 0;
-	if (!h->ord_built || h->ord_stale || (h->ord_nlog && !take_log(p)) ||
+	if (!h->ord_built || h->ord_stale || unit_moved(h) ||
+	    (h->ord_nlog && !take_log(p)) ||
 	    !first_live(p, &pos)) {
 		/* None yet, marks it could not follow, or used up (the
 		 * oldest ones only were kept) while words are volatile:
@@ -674,6 +714,7 @@ static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out)
 {
 	const struct pw_ent *x = &p->e[pos];
 	uint32_t len = p->h->ord_len, k;
+	struct pw_word w;
 
 	for (k = 1; pos + k < len && pos + k < p->n; k++) {
 		const struct pw_ent *y = &p->e[pos + k];
@@ -682,9 +723,11 @@ static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out)
 		    y->page != x->page + k || !ent_live(p, y))
 			break;
 	}
+	w = word_read(&p->w[x->page]);
 	*out = (struct pw_run){ .start = x->page, .end = (uint64_t)x->page + k,
-				.seq = x->seq, .prio = x->prio,
-				.state = RT_VOLATILE };
+				.seq = w.seq, .prio = x->prio,
+				.state = RT_VOLATILE, .cost = w.cost,
+				.key = pw_key(w.seq, w.cost, pw_cost_unit()) };
 }
 
 /* The oldest volatile word marked no later than max_seq, by a scan (an
@@ -693,15 +736,20 @@ static int scan_before(const struct pw *p, uint64_t max_seq, struct pw_run *out)
 {
 	const struct pw_word *b = NULL;
 	uint32_t bi = 0, j;
+	uint64_t unit = pw_cost_unit(), bk = 0;
 
 	for (uint32_t i = 0; i < p->n; i++) {
 		const struct pw_word *w = &p->w[i];
+		uint64_t k;
 
 		if (w->state != RT_VOLATILE || w->seq > max_seq)
 			continue;
-		if (!b || w->prio < b->prio || (w->prio == b->prio && w->seq < b->seq)) {
+		k = pw_key(w->seq, w->cost, unit);
+		if (!b || w->prio < b->prio ||
+		    (w->prio == b->prio && (k < bk || (k == bk && w->seq < b->seq)))) {
 			b = w;
 			bi = i;
+			bk = k;
 		}
 	}
 	if (!b)
@@ -709,7 +757,8 @@ static int scan_before(const struct pw *p, uint64_t max_seq, struct pw_run *out)
 	for (j = bi + 1; j < p->n && same_word(&p->w[j], b); j++)
 		;
 	*out = (struct pw_run){ .start = bi, .end = j, .seq = b->seq,
-				.prio = b->prio, .state = RT_VOLATILE };
+				.prio = b->prio, .state = RT_VOLATILE,
+				.cost = b->cost, .key = bk };
 	return 1;
 }
 
@@ -721,8 +770,9 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
 
 	if (r <= 0 || out->seq <= max_seq)
 		return r;
-	/* Within a priority the order ascends by seq: once one entry is past
-	 * max_seq, the rest of its priority is too. */
+	/* Within a priority an order of one cost class ascends by seq: once
+	 * one entry is past max_seq, the rest of its priority is too.  With
+	 * costs, each entry's own word says when it was marked. */
 	len = h->ord_len;
 	i = h->ord_pos;
 	if (len > p->n || i > len)
@@ -730,6 +780,14 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
 	while (i < len) {
 		const struct pw_ent *x = &p->e[i];
 
+		if (h->ord_costly) {
+			if (ent_live(p, x) && p->w[x->page].seq <= max_seq) {
+				run_at(p, i, out);
+				return 1;
+			}
+			i++;
+			continue;
+		}
 		if (x->seq > max_seq) {
 			int32_t prio = x->prio;
 
@@ -753,7 +811,9 @@ static int tally(const struct pw *p, uint64_t cnt[3])
 	for (uint32_t i = 0; i < p->n; i++) {
 		const struct pw_word w = word_read(&p->w[i]);
 
-		if (bad_state(w.state) || (w.state != RT_VOLATILE && (w.seq || w.prio)))
+		if (bad_state(w.state) ||
+		    (w.state != RT_VOLATILE && (w.seq || w.prio || w.cost)) ||
+		    (w.state == RT_VOLATILE && !w.cost))
 			return -EIO;
 		cnt[w.state]++;
 	}

@@ -11,10 +11,10 @@
  *
  * A page's state lives in exactly one place: its word, or a tree range
  * (never both; range_tree.c keeps that, moving words into the tree before a
- * large mark covers them).  A word is {seq, prio, state}: state 0 means
+ * large mark covers them).  A word is {seq, prio, state, cost}: state 0 means
  * "not here", RT_VOLATILE and RT_PURGED as in the tree.
  *
- * The purge order (lowest prio, then lowest seq) is the purge side's
+ * The purge order (lowest prio, then lowest key: pw_key below) is the purge side's
  * business.  Whoever asks for the oldest word first sorts the volatile
  * words into an order area beside them and walks it, skipping entries whose
  * word no longer matches (unmarked, purged).  Once that order exists, a
@@ -69,11 +69,61 @@
 struct pw_word {
 	uint64_t seq;
 	int32_t prio;
-	uint32_t state; /* 0, RT_VOLATILE or RT_PURGED */
+	uint16_t state; /* 0, RT_VOLATILE or RT_PURGED */
+	uint16_t cost;  /* RT_VOLATILE: its cost (1..PW_COST_MAX), else 0 */
 };
 
+/* Costs a word holds; a dearer mark goes to the tree. */
+#define PW_COST_MAX 0xffffu
+
+/*
+ * The purge order within a priority (docs/design.md, "Purge order by
+ * cost"): key = seq + (class(cost) - 1) * unit, saturating, ties by seq.
+ * class(cost) rounds a cost down to 1, 2, 3, 4, 6, 8, 12, ... (two steps
+ * per power of two: 64 classes), so the keys of one class ascend with
+ * seq whatever the unit.  unit is the purge engine's current aging unit
+ * (nanoseconds a page of cost 1 lasts once volatile, pw_cost_unit).
+ */
+static inline uint32_t pw_cost_cls(uint32_t cost)
+{
+	uint32_t k;
+
+	if (cost <= 1)
+		return 0;
+	k = 31u - (uint32_t)__builtin_clz(cost);
+	return 2 * k + ((cost >> (k - 1)) & 1u);
+}
+
+static inline uint64_t pw_cls_rep(uint32_t cls)
+{
+	uint32_t k = cls / 2;
+
+	return cls & 1 ? 3ull << (k - 1) : 1ull << k;
+}
+
+static inline uint64_t pw_key_cls(uint64_t seq, uint32_t cls, uint64_t unit)
+{
+	uint64_t m = pw_cls_rep(cls) - 1;
+
+	if (!m || !unit)
+		return seq;
+	if (m > (UINT64_MAX - seq) / unit)
+		return UINT64_MAX;
+	return seq + m * unit;
+}
+
+static inline uint64_t pw_key(uint64_t seq, uint32_t cost, uint64_t unit)
+{
+	return pw_key_cls(seq, pw_cost_cls(cost), unit);
+}
+
+/* The aging unit of this process's purges (set by purge.c after each
+ * batch; nanoseconds, never 0). */
+uint64_t pw_cost_unit(void);
+void pw_set_cost_unit(uint64_t unit);
+
 struct pw_ent { /* one entry of the purge order */
-	uint64_t seq;
+	uint64_t seq; /* its key: pw_key(word's seq, cost, ord_unit) */
 	int32_t prio;
 	uint32_t page;
 };
@@ -91,7 +141,9 @@ struct pw_hdr {
 				 * only the oldest PW_ORDER_MAX did */
 	uint32_t fast_off;      /* 1: no lock-free changes (a range may
 				 * cover pages, the words are being copied) */
-	uint32_t pad[3];
+	uint32_t ord_costly;    /* 1: an entry of the order costs more
+				 * than class 1 (its keys need ord_unit) */
+	uint64_t ord_unit;      /* the aging unit the entries' keys used */
 };
 
 /* Volatile words counted by lock-free changes of the threads that use it
@@ -114,6 +166,8 @@ struct pw_run {
 	uint64_t start, end, seq;
 	int32_t prio;
 	uint32_t state;
+	uint32_t cost; /* RT_VOLATILE only */
+	uint64_t key;  /* pw_oldest*: pw_key with the current unit */
 };
 
 /* Bytes of the area for npages pages (a multiple of 64). */
@@ -160,8 +214,13 @@ static inline bool pw_any(const struct pw *p)
  * or a change crossed a locked one: redo it).  pw_fast_clear's 1 means
  * the page was volatile and never purged: VRANGE_INTACT.
  */
-int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
-		 uint64_t seq);
+int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
+		      uint64_t seq, uint32_t cost);
+static inline int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i,
+			       int32_t prio, uint64_t seq)
+{
+	return pw_fast_mark_cost(h, n, i, prio, seq, 1);
+}
 int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i);
 
 #ifdef PW_TEST_HOOKS
@@ -191,7 +250,7 @@ struct pw_delta {
 	uint64_t was_none, was_vol, was_purged; /* pages before, by state */
 };
 int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
-	    struct pw_delta *d);
+	    uint32_t cost, struct pw_delta *d);
 int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d);
 int pw_purge(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d);
 /* The purge of a run the order gave, before its pages are discarded:
@@ -200,7 +259,7 @@ int pw_purge(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d);
 int pw_purge_exact(struct pw *p, uint64_t s, uint64_t e, uint64_t *stop,
 		   struct pw_delta *d);
 int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
-	       uint64_t seq, struct pw_delta *d);
+	       uint64_t seq, uint32_t cost, struct pw_delta *d);
 
 /* The first run of equal non-zero words in [s, e): 1, 0 if none, -EIO. */
 int pw_next_run(const struct pw *p, uint64_t s, uint64_t e, struct pw_run *out);

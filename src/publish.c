@@ -182,6 +182,7 @@ static void fill_status(void)
 	write_begin();
 	pub->purges = pc.purges;
 	pub->purged_total = pc.purged_total;
+	pub->purged_cost = pc.purged_cost;
 	pub->pressure_events = pc.pressure_events;
 	pub->refills = pc.refills;
 	/* Running, even while an autostarted thread still looks for its

@@ -78,6 +78,7 @@ struct pub_hdr {
 	uint64_t purges, purged_total, pressure_events, refills;
 	char pressure_source[32];
 	char access_fallback[32];
+	uint64_t purged_cost;     /* pages its purges took x their cost */
 };
 
 /* The tool: this process reads others and publishes nothing itself. */

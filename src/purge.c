@@ -28,8 +28,33 @@
  * an fsync (disk_file.h) - a memory purge must not wait behind that. */
 static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t disk_purge_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills;
+static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills,
+	n_purged_cost;
 static _Atomic uint64_t n_disk_purges, n_disk_freed;
+
+void purge_note_cost(uint64_t cost)
+{
+	atomic_fetch_add_explicit(&n_purged_cost, cost, memory_order_relaxed);
+}
+
+/*
+ * The aging unit follows the purge front (docs/design.md, "Purge order
+ * by cost"): how far the key of the last range a pass purged lags the
+ * mark clock is how long a page of cost 1 now stays once volatile, and a
+ * page of cost c is given (c - 1) times that on top.  Learnt at the end
+ * of a memory pass (the keys of one pass share one unit), smoothed, never
+ * below PURGE_UNIT_MIN.  Passes for disk space use the unit but do not
+ * teach it: their pace is the disk's, not memory's.
+ */
+static void learn_unit(uint64_t last_key)
+{
+	uint64_t now = vr_next_seq(), u = pw_cost_unit();
+	uint64_t lag = now > last_key ? now - last_key : 0;
+
+	if (lag < PURGE_UNIT_MIN)
+		lag = PURGE_UNIT_MIN;
+	pw_set_cost_unit(u / 4 * 3 + lag / 4);
+}
 
 /* The files of one pass as a binary min-heap on their oldest range: the
  * next step's file in O(log files), not a walk over every file. */
@@ -91,7 +116,8 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 		     void (*step)(struct vfile *f, uint64_t freed, void *arg),
 		     void *arg)
 {
-	uint64_t freed = 0, pages = 0, pass_start;
+	uint64_t freed = 0, pages = 0, pass_start, last_key = 0;
+	bool took = false;
 	struct purge_cand *h = NULL;
 	struct purge_limit lim;
 	struct rt_range now;
@@ -141,6 +167,10 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 		step_limit(h, n, pass_start, &lim);
 		lim.memory = !disk;
 		r = vfile_purge_oldest(h[0].f, want ? want : 1, &lim, &freed, &pages);
+		if (r > 0) {
+			last_key = h[0].oldest.key;
+			took = true;
+		}
 		if (step)
 			step(h[0].f, freed - before, arg);
 		if (r < 0)
@@ -150,6 +180,8 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 	while (n)
 		vfile_put(h[--n].f);
 	free(h);
+	if (took && !disk)
+		learn_unit(last_key);
 	atomic_fetch_add(disk ? &n_disk_purges : &n_purges, 1);
 	atomic_fetch_add(disk ? &n_disk_freed : &n_purged_total, freed);
 	pthread_mutex_unlock(disk ? &disk_purge_lock : &purge_lock);
@@ -229,6 +261,7 @@ void purge_get_counters(struct purge_counters *out)
 	out->refills = atomic_load(&n_refills);
 	out->disk_purges = atomic_load(&n_disk_purges);
 	out->disk_freed_total = atomic_load(&n_disk_freed);
+	out->purged_cost = atomic_load(&n_purged_cost);
 }
 
 void purge_fork_prepare(void)

@@ -34,10 +34,18 @@ uint64_t purge_run_disk_each(dev_t dev, uint64_t bytes,
 
 void purge_note_pressure_event(void) VR_HIDDEN;
 void purge_note_refill(uint64_t pages) VR_HIDDEN;
+/* Pages purged times their cost (vrange_stats.purged_cost). */
+void purge_note_cost(uint64_t cost) VR_HIDDEN;
+
+/* The least aging unit (ns; page_words.h, pw_key): a pass that purges
+ * what was marked a moment ago still leaves a range of cost c ahead of
+ * cheap ones marked up to (c - 1) ms later. */
+#define PURGE_UNIT_MIN 1000000ull
 
 struct purge_counters {
 	uint64_t purges, purged_total, pressure_events, refills;
 	uint64_t disk_purges, disk_freed_total; /* passes for disk space */
+	uint64_t purged_cost;                   /* pages of both x cost */
 };
 void purge_get_counters(struct purge_counters *out) VR_HIDDEN;
 

@@ -2,11 +2,12 @@
 /*
  * range_tree.c - the interval tree behind all marking (see range_tree.h).
  *
- * Layout: the arena is an array of 56-byte slots.  Slot 0 holds the header;
+ * Layout: the arena is an array of 64-byte slots.  Slot 0 holds the header;
  * slots 1..cap hold nodes, addressed by uint32 index, 0 meaning nil.  Each
  * node sits in two red-black trees at once through two link sets: the
  * address tree (every range, keyed by start) and the purge-order tree
- * (RT_VOLATILE ranges only, keyed by (prio, seq, start)).  One index-based
+ * (RT_VOLATILE ranges only, keyed by (prio, cost class descending, seq,
+ * start): within a class keys ascend with seq, see tree_oldest).  One index-based
  * red-black implementation serves both, parameterised by the link set.
  *
  * Untrusted arena: every index read from the arena goes through node_at(),
@@ -31,7 +32,7 @@
 #include <string.h>
 
 #define RT_MAGIC 0x32747672u /* "rvt2" */
-#define RT_VERSION 2u
+#define RT_VERSION 3u /* 3: nodes carry a cost */
 /* Added to the version of an arena with page words (page_words.h): a
  * reader that does not know them must not take it for a plain tree. */
 #define RT_PAGED 0x10000u
@@ -54,6 +55,7 @@ struct rt_node {
 	uint64_t start, end;
 	uint64_t seq;
 	int32_t prio;
+	uint32_t cost; /* RT_VOLATILE: >= 1; else 0 */
 	uint8_t state; /* ST_NONE when free */
 	uint8_t color[2];
 	uint8_t pad;
@@ -163,8 +165,14 @@ static void free_node(struct rt_tree *t, uint32_t i)
 static int key_cmp(int w, const struct rt_node *a, const struct rt_node *b)
 {
 	if (w == ORD) {
+		uint32_t ca = pw_cost_cls(a->cost), cb = pw_cost_cls(b->cost);
+
 		if (a->prio != b->prio)
 			return a->prio < b->prio ? -1 : 1;
+		/* Dearer classes first: new marks are mostly of the
+		 * cheapest and hang at the end (fast_insert). */
+		if (ca != cb)
+			return ca > cb ? -1 : 1;
 		if (a->seq != b->seq)
 			return a->seq < b->seq ? -1 : 1;
 	}
@@ -624,6 +632,7 @@ enum mode { M_COUNT, M_UNLINK, M_COMMIT };
 struct seg {
 	uint64_t lo, hi, seq;
 	int32_t prio;
+	uint32_t cost;
 	uint8_t state;
 };
 
@@ -633,6 +642,7 @@ struct pass {
 	enum mode mode;
 	uint64_t start, end, seq;
 	int32_t prio;
+	uint32_t cost;
 
 	struct seg cur;     /* output range being grown (state 0: none yet) */
 	uint32_t pool;      /* first old node read but not yet rewritten */
@@ -652,7 +662,7 @@ static bool same_age(const struct seg *a, const struct seg *b)
 	if (a->state != b->state)
 		return false;
 	return a->state != RT_VOLATILE ||
-	       (a->prio == b->prio && a->seq == b->seq);
+	       (a->prio == b->prio && a->seq == b->seq && a->cost == b->cost);
 }
 
 static void transform(const struct pass *p, struct seg *s)
@@ -678,10 +688,11 @@ static void transform(const struct pass *p, struct seg *s)
 		s->state = RT_VOLATILE;
 		s->prio = p->prio;
 		s->seq = p->seq;
+		s->cost = p->cost;
 	}
 	/* Age only means something for volatile pages. */
 	if (s->state != RT_VOLATILE)
-		s->prio = 0, s->seq = 0;
+		s->prio = 0, s->seq = 0, s->cost = 0;
 }
 
 /* A fresh node for s, placed in order right after the last range written. */
@@ -706,6 +717,7 @@ static int emit_new(struct pass *p, const struct seg *s)
 	n->end = s->hi;
 	n->seq = s->seq;
 	n->prio = s->prio;
+	n->cost = s->cost;
 	n->state = s->state;
 	/* Structural placement: keys of the old nodes around are in flux. */
 	if (p->last)
@@ -730,7 +742,8 @@ static int reuse(struct pass *p, uint32_t i, const struct seg *s)
 	if (!n)
 		return -EIO;
 	keep = n->state == RT_VOLATILE && s->state == RT_VOLATILE &&
-	       n->prio == s->prio && n->seq == s->seq && n->start == s->lo;
+	       n->prio == s->prio && n->seq == s->seq && n->start == s->lo &&
+	       n->cost == s->cost;
 	if (p->mode == M_UNLINK)
 		return n->state == RT_VOLATILE && !keep ? erase(p->t, ORD, i)
 							: 0;
@@ -738,6 +751,7 @@ static int reuse(struct pass *p, uint32_t i, const struct seg *s)
 	n->end = s->hi;
 	n->seq = s->seq;
 	n->prio = s->prio;
+	n->cost = s->cost;
 	n->state = s->state;
 	p->last = i;
 	return s->state == RT_VOLATILE && !keep ? insert_key(p->t, ORD, i) : 0;
@@ -824,7 +838,7 @@ static int consume(struct pass *p, uint32_t i)
 	if (!n)
 		return -EIO;
 	old = (struct seg){ .lo = n->start, .hi = n->end, .seq = n->seq,
-			    .prio = n->prio, .state = n->state };
+			    .prio = n->prio, .cost = n->cost, .state = n->state };
 	if (old.lo >= old.hi || old.hi < p->start ||
 	    (p->nold && old.lo < p->prev_end))
 		return -EIO;
@@ -1099,7 +1113,8 @@ int rt_grow(struct rt_tree *t, void *arena, size_t arena_bytes)
 }
 
 static int slow_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
-			      int32_t prio, uint64_t seq, uint64_t *newly);
+			      int32_t prio, uint64_t seq, uint32_t cost,
+			      uint64_t *newly);
 static int slow_clear(struct rt_tree *t, uint64_t start, uint64_t end,
 		      uint64_t *vol, uint64_t *purged);
 
@@ -1154,14 +1169,15 @@ static inline uint32_t fast_alloc(struct rt_tree *t, int *err)
  */
 /* Would a fresh volatile range of (prio, seq) merge with neighbour n? */
 static inline bool merges_with(const struct rt_node *n, int32_t prio,
-			       uint64_t seq)
+			       uint64_t seq, uint32_t cost)
 {
-	return n->state == RT_VOLATILE && n->prio == prio && n->seq == seq;
+	return n->state == RT_VOLATILE && n->prio == prio && n->seq == seq &&
+	       n->cost == cost;
 }
 
 static inline __attribute__((always_inline)) int
 fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
-	    uint64_t seq)
+	    uint64_t seq, uint32_t cost)
 {
 	struct rt_hdr *h = t->hdr;
 	struct rt_node *zn, *pn = NULL, *rn, *bn = NULL, *ln = NULL;
@@ -1198,9 +1214,9 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 		xa = pn->link[ADDR].child[dir];
 	}
 	if (bn && (bn->start < end ||
-		   (bn->start == end && merges_with(bn, prio, seq))))
+		   (bn->start == end && merges_with(bn, prio, seq, cost))))
 		return 0; /* overlaps, or would merge on the right */
-	if (ln && ln->end == start && merges_with(ln, prio, seq))
+	if (ln && ln->end == start && merges_with(ln, prio, seq, cost))
 		return 0; /* would merge on the left */
 	err = 0;
 	z = fast_alloc(t, &err);
@@ -1208,7 +1224,7 @@ fast_insert(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
 		return err;
 	zn = &t->nodes[z];
 	*zn = (struct rt_node){ .start = start, .end = end, .seq = seq,
-				.prio = prio, .state = RT_VOLATILE };
+				.prio = prio, .cost = cost, .state = RT_VOLATILE };
 	/* A new mark's order key (seqs only grow) is normally larger than
 	 * that of the purge order's last node, which the header names: it
 	 * hangs right of that node without a walk.  The name is only
@@ -1290,9 +1306,9 @@ fast_clear(struct rt_tree *t, uint64_t start, uint64_t end, uint64_t *vol,
 }
 
 static int tree_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
-		     int32_t prio, uint64_t seq, uint64_t *newly)
+		     int32_t prio, uint64_t seq, uint32_t cost, uint64_t *newly)
 {
-	int err = fast_insert(t, start, end, prio, seq);
+	int err = fast_insert(t, start, end, prio, seq, cost);
 
 	if (err == 1) {
 		if (newly)
@@ -1304,16 +1320,16 @@ static int tree_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
 			*newly = 0;
 		return err;
 	}
-	return slow_mark_volatile(t, start, end, prio, seq, newly);
+	return slow_mark_volatile(t, start, end, prio, seq, cost, newly);
 }
 
 /* The engine's path, kept out of line so the fast path stays small. */
 static __attribute__((noinline)) int
 slow_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
-		   int32_t prio, uint64_t seq, uint64_t *newly)
+		   int32_t prio, uint64_t seq, uint32_t cost, uint64_t *newly)
 {
 	struct pass p = { .kind = OP_VOLATILE, .start = start, .end = end,
-			  .prio = prio, .seq = seq };
+			  .prio = prio, .seq = seq, .cost = cost };
 	int err = apply(t, &p);
 
 	if (newly)
@@ -1370,10 +1386,10 @@ static int tree_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
 }
 
 static int tree_unpurge(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
-	       uint64_t seq, uint64_t *count)
+	       uint64_t seq, uint32_t cost, uint64_t *count)
 {
 	struct pass p = { .kind = OP_UNPURGE, .start = start, .end = end,
-			  .prio = prio, .seq = seq };
+			  .prio = prio, .seq = seq, .cost = cost };
 	int err = apply(t, &p);
 
 	if (count)
@@ -1388,6 +1404,8 @@ static void to_range(const struct rt_node *n, struct rt_range *r)
 	r->end = n->end;
 	r->seq = n->seq;
 	r->prio = n->prio;
+	r->cost = n->cost;
+	r->key = pw_key(n->seq, n->cost, pw_cost_unit());
 	r->state = (enum rt_state)n->state;
 }
 
@@ -1425,22 +1443,12 @@ static int tree_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
 	return err;
 }
 
+static int tree_oldest_before(const struct rt_tree *t, uint64_t max_seq,
+			      struct rt_range *out);
+
 static int tree_oldest(const struct rt_tree *t, struct rt_range *out)
 {
-	uint32_t i;
-	int err;
-
-	if (!hdr_ok(t))
-		return -EIO;
-	if (!t->hdr->root[ORD])
-		return 0;
-	err = extreme(t, ORD, t->hdr->root[ORD], LEFT, &i);
-	if (err)
-		return err;
-	if (t->nodes[i].state != RT_VOLATILE)
-		return -EIO;
-	to_range(&t->nodes[i], out);
-	return 1;
+	return tree_oldest_before(t, UINT64_MAX, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1487,7 +1495,7 @@ static int absorb(struct rt_tree *t, uint64_t s, uint64_t e)
 		if (rt_free_nodes(t) < 2 * RT_SPARE + 2)
 			return -ENOMEM;
 		r = tree_mark_volatile(t, run.start, run.end, run.prio,
-				       run.seq, NULL);
+				       run.seq, run.cost ? run.cost : 1, NULL);
 		if (!r && run.state == RT_PURGED)
 			r = tree_mark_purged(t, run.start, run.end, NULL);
 		if (!r)
@@ -1502,19 +1510,22 @@ static int absorb(struct rt_tree *t, uint64_t s, uint64_t e)
 	return r;
 }
 
-int rt_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
-		     int32_t prio, uint64_t seq, uint64_t *newly)
+int rt_mark_volatile_cost(struct rt_tree *t, uint64_t start, uint64_t end,
+			  int32_t prio, uint64_t seq, uint32_t cost,
+			  uint64_t *newly)
 {
 	struct pw_delta d = { 0 };
 	int r;
 
+	if (!cost)
+		cost = 1;
 	/* A small mark on pages no range covers: into their words. */
 	if (t->pw.n && start < end && end - start <= PW_MAX_MARK &&
-	    end <= t->pw.n) {
+	    end <= t->pw.n && cost <= PW_COST_MAX) {
 		if (!hdr_sane(t))
 			r = -EIO;
 		else if ((r = tree_overlaps(t, start, end)) == 0) {
-			r = pw_mark(&t->pw, start, end, prio, seq, &d);
+			r = pw_mark(&t->pw, start, end, prio, seq, cost, &d);
 			add_delta(t, &d);
 			if (newly)
 				*newly = r ? 0 : d.was_none;
@@ -1529,7 +1540,7 @@ int rt_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
 		pw_fast_off(&t->pw);
 	if (pw_any(&t->pw) && (r = absorb(t, start, end)) < 0)
 		goto fail;
-	return tree_mark_volatile(t, start, end, prio, seq, newly);
+	return tree_mark_volatile(t, start, end, prio, seq, cost, newly);
 fail:
 	if (newly)
 		*newly = 0;
@@ -1574,15 +1585,18 @@ int rt_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
 	return r;
 }
 
-int rt_unpurge(struct rt_tree *t, uint64_t start, uint64_t end, int32_t prio,
-	       uint64_t seq, uint64_t *count)
+int rt_unpurge_cost(struct rt_tree *t, uint64_t start, uint64_t end,
+		    int32_t prio, uint64_t seq, uint32_t cost, uint64_t *count)
 {
 	struct pw_delta d = { 0 };
 	uint64_t n = 0;
-	int r = tree_unpurge(t, start, end, prio, seq, &n);
+	int r;
 
+	if (!cost)
+		cost = 1;
+	r = tree_unpurge(t, start, end, prio, seq, cost, &n);
 	if (!r && t->pw.n && t->pw.h->npurged) {
-		r = pw_unpurge(&t->pw, start, end, prio, seq, &d);
+		r = pw_unpurge(&t->pw, start, end, prio, seq, cost, &d);
 		add_delta(t, &d);
 	}
 	if (count)
@@ -1606,6 +1620,7 @@ static int words_until(struct merge *m, uint64_t upto)
 	while ((r = pw_next_run(&m->t->pw, m->pos, upto, &run)) == 1) {
 		struct rt_range rr = { .start = run.start, .end = run.end,
 				       .seq = run.seq, .prio = run.prio,
+				       .cost = run.cost,
 				       .state = (enum rt_state)run.state };
 
 		m->pos = run.end;
@@ -1616,14 +1631,16 @@ static int words_until(struct merge *m, uint64_t upto)
 	return r;
 }
 
-static bool key_before(const struct rt_range *a, int32_t prio, uint64_t seq,
-		       uint64_t start)
+/* Is range a before run b in the purge order? */
+static bool key_before(const struct rt_range *a, const struct pw_run *b)
 {
-	if (a->prio != prio)
-		return a->prio < prio;
-	if (a->seq != seq)
-		return a->seq < seq;
-	return a->start < start;
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	if (a->key != b->key)
+		return a->key < b->key;
+	if (a->seq != b->seq)
+		return a->seq < b->seq;
+	return a->start < b->start;
 }
 
 static int merge_one(const struct rt_range *r, void *arg)
@@ -1664,10 +1681,11 @@ int rt_oldest(struct rt_tree *t, struct rt_range *out)
 		return b;
 	if (b == 0)
 		goto tree_only;
-	if (a == 1 && key_before(&tr, run.prio, run.seq, run.start))
+	if (a == 1 && key_before(&tr, &run))
 		goto tree_only;
 	*out = (struct rt_range){ .start = run.start, .end = run.end,
 				  .seq = run.seq, .prio = run.prio,
+				  .cost = run.cost, .key = run.key,
 				  .state = RT_VOLATILE, .words = true };
 	return 1;
 tree_only:
@@ -1707,9 +1725,11 @@ int rt_count(const struct rt_tree *t, uint64_t start, uint64_t end,
 	return err;
 }
 
-/* The first range in purge order whose priority is at least prio:
- * 1 (*out its index), 0 if none, -EIO. */
-static int first_at_prio(const struct rt_tree *t, int64_t prio, uint32_t *out)
+/* The first range in purge order at (prio, cost class cls) or after it
+ * (classes descend within a priority): 1 (*out its index), 0 if none,
+ * -EIO. */
+static int first_at(const struct rt_tree *t, int64_t prio, int64_t cls,
+		    uint32_t *out)
 {
 	uint32_t x = t->hdr->root[ORD], found = 0;
 
@@ -1718,7 +1738,8 @@ static int first_at_prio(const struct rt_tree *t, int64_t prio, uint32_t *out)
 
 		if (!n || depth >= RT_MAX_DEPTH)
 			return -EIO;
-		if (n->prio >= prio) {
+		if (n->prio > prio ||
+		    (n->prio == prio && (int64_t)pw_cost_cls(n->cost) <= cls)) {
 			found = x;
 			x = n->link[ORD].child[LEFT];
 		} else {
@@ -1730,32 +1751,58 @@ static int first_at_prio(const struct rt_tree *t, int64_t prio, uint32_t *out)
 }
 
 /*
- * Within one priority the first range is the least recently marked: if
- * it was marked after max_seq, all of that priority were, so the search
- * skips to the next priority.  One descent per priority skipped.
+ * Within one priority and cost class the first range is the least
+ * recently marked and has the smallest key: if it was marked after
+ * max_seq, all of that class were, so the search skips to the next
+ * class.  The lowest priority with a range marked before max_seq gives
+ * the answer: the smallest key among its classes' first such ranges.
+ * One descent per class (at most 64 per priority).
  */
 static int tree_oldest_before(const struct rt_tree *t, uint64_t max_seq,
 			      struct rt_range *out)
 {
-	int64_t prio = INT32_MIN;
+	int64_t prio = INT32_MIN, cls = 64;
+	const struct rt_node *best = NULL;
+	uint64_t bkey = 0, unit = pw_cost_unit();
 	uint32_t i;
 	int r;
 
 	if (!hdr_ok(t))
 		return -EIO;
-	for (uint32_t tries = 0; tries <= t->cap; tries++) {
-		r = first_at_prio(t, prio, &i);
-		if (r <= 0)
+	for (uint32_t tries = 0; tries <= t->cap + 64; tries++) {
+		const struct rt_node *n;
+
+		r = first_at(t, prio, cls, &i);
+		if (r < 0)
 			return r;
-		if (t->nodes[i].state != RT_VOLATILE)
+		n = r ? &t->nodes[i] : NULL;
+		if (best && (!n || n->prio != best->prio))
+			break; /* the best one's priority is done */
+		if (!n)
+			return 0;
+		if (n->state != RT_VOLATILE)
 			return -EIO;
-		if (t->nodes[i].seq <= max_seq) {
-			to_range(&t->nodes[i], out);
-			return 1;
+		if (n->seq <= max_seq) {
+			uint64_t k = pw_key(n->seq, n->cost, unit);
+
+			if (!best || k < bkey ||
+			    (k == bkey && (n->seq < best->seq ||
+					   (n->seq == best->seq && n->start < best->start)))) {
+				best = n;
+				bkey = k;
+			}
 		}
-		prio = (int64_t)t->nodes[i].prio + 1;
+		prio = n->prio;
+		cls = (int64_t)pw_cost_cls(n->cost) - 1;
+		if (cls < 0) {
+			prio++;
+			cls = 64;
+		}
 	}
-	return -EIO;
+	if (!best)
+		return -EIO;
+	to_range(best, out);
+	return 1;
 }
 
 /* The same over ranges and page words: the older of the two answers. */
@@ -1770,10 +1817,11 @@ int rt_oldest_before(struct rt_tree *t, uint64_t max_seq, struct rt_range *out)
 	b = pw_oldest_before(&t->pw, max_seq, &run);
 	if (b < 0)
 		return b;
-	if (b == 0 || (a == 1 && key_before(&tr, run.prio, run.seq, run.start)))
+	if (b == 0 || (a == 1 && key_before(&tr, &run)))
 		goto tree_only;
 	*out = (struct rt_range){ .start = run.start, .end = run.end,
 				  .seq = run.seq, .prio = run.prio,
+				  .cost = run.cost, .key = run.key,
 				  .state = RT_VOLATILE, .words = true };
 	return 1;
 tree_only:
@@ -1865,9 +1913,9 @@ static int chk_visit(struct chk *c, uint32_t x)
 		return -EIO;
 	if (pv) {
 		struct seg a = { .state = pv->state, .prio = pv->prio,
-				 .seq = pv->seq };
+				 .seq = pv->seq, .cost = pv->cost };
 		struct seg b = { .state = n->state, .prio = n->prio,
-				 .seq = n->seq };
+				 .seq = n->seq, .cost = n->cost };
 
 		if (pv->end > n->start ||
 		    (pv->end == n->start && same_age(&a, &b)))

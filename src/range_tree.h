@@ -6,11 +6,12 @@
  * process's anonymous address space), each in one of two states:
  *
  *   RT_VOLATILE  marked volatile, contents still there; carries a place in the
- *                purge order: (prio, seq), lower first.
+ *                purge order: (prio, seq, cost), lower first (the key
+ *                within a priority: pw_key in page_words.h).
  *   RT_PURGED    marked volatile and discarded since; stays so until cleared.
  *
  * Pages that are in no range are non-volatile.  Neighbours merge when their
- * state is equal and, for RT_VOLATILE, their (prio, seq) is equal too: pieces
+ * state is equal and, for RT_VOLATILE, their (prio, seq, cost) is equal too: pieces
  * marked at different moments keep their own age so purge order stays exact.
  *
  * Position independence: nodes live in an arena addressed by 32-bit index
@@ -50,6 +51,9 @@ struct rt_range {
 	uint64_t start, end; /* pages, end exclusive */
 	uint64_t seq;        /* mark order (RT_VOLATILE only) */
 	int32_t prio;        /* priority (RT_VOLATILE only) */
+	uint32_t cost;       /* re-creation cost per page (RT_VOLATILE only) */
+	uint64_t key;        /* rt_oldest*: the order key, pw_key() with the
+				current unit (page_words.h) */
 	enum rt_state state;
 	bool words;          /* rt_oldest*: a run of page words (page_words.h) */
 };
@@ -106,8 +110,16 @@ int rt_grow(struct rt_tree *t, void *arena, size_t arena_bytes);
  * *newly (if not NULL) gets the number of pages that were non-volatile.
  * 0, -ENOMEM (arena full, tree unchanged) or -EIO.
  */
-int rt_mark_volatile(struct rt_tree *t, uint64_t start, uint64_t end,
-		     int32_t prio, uint64_t seq, uint64_t *newly);
+int rt_mark_volatile_cost(struct rt_tree *t, uint64_t start, uint64_t end,
+			  int32_t prio, uint64_t seq, uint32_t cost,
+			  uint64_t *newly);
+/* The same with cost 1. */
+static inline int rt_mark_volatile(struct rt_tree *t, uint64_t start,
+				   uint64_t end, int32_t prio, uint64_t seq,
+				   uint64_t *newly)
+{
+	return rt_mark_volatile_cost(t, start, end, prio, seq, 1, newly);
+}
 
 /*
  * Make [start, end) non-volatile (remove every range there).
@@ -128,16 +140,22 @@ int rt_mark_purged(struct rt_tree *t, uint64_t start, uint64_t end,
  * RT_PURGED pages in [start, end) become RT_VOLATILE with (prio, seq) (a
  * refill restored them).  *count gets how many changed.  0, -ENOMEM, -EIO.
  */
-int rt_unpurge(struct rt_tree *t, uint64_t start, uint64_t end,
-	       int32_t prio, uint64_t seq, uint64_t *count);
+int rt_unpurge_cost(struct rt_tree *t, uint64_t start, uint64_t end,
+		    int32_t prio, uint64_t seq, uint32_t cost, uint64_t *count);
+static inline int rt_unpurge(struct rt_tree *t, uint64_t start, uint64_t end,
+			     int32_t prio, uint64_t seq, uint64_t *count)
+{
+	return rt_unpurge_cost(t, start, end, prio, seq, 1, count);
+}
 
 /* Pages of [start, end) that are RT_VOLATILE / RT_PURGED.  0 or -EIO. */
 int rt_count(const struct rt_tree *t, uint64_t start, uint64_t end,
 	     uint64_t *vol, uint64_t *purged);
 
 /*
- * The RT_VOLATILE range first in purge order: lowest prio, then lowest seq,
- * then lowest start.  1 and *out filled, 0 if there is none, or -EIO.
+ * The RT_VOLATILE range first in purge order: lowest prio, then lowest
+ * key (pw_key: seq, raised by the cost class times the aging unit), then
+ * lowest seq, then lowest start.  1 and *out filled, 0 if there is none, or -EIO.
  * O(log n), plus, with page words, a sort of the volatile words when
  * something was marked since the last call (it writes that order into
  * the arena: hence not const).

@@ -300,6 +300,14 @@ int vrange_region_set_priority(vrange_region *r, int priority)
 	return 0;
 }
 
+int vrange_region_set_cost(vrange_region *r, uint32_t cost)
+{
+	if (!r || !cost)
+		return -EINVAL;
+	atomic_store_explicit(&r->cost, cost, memory_order_relaxed);
+	return 0;
+}
+
 /* Check a call on a region and find its pages: 1 go on, 0 nothing to do
  * (len 0, or no whole page inside when rounding inward), -errno. */
 static int region_pages(const vrange_region *r, size_t off, size_t len,
@@ -313,21 +321,41 @@ static int region_pages(const vrange_region *r, size_t off, size_t len,
 	return ret < 0 ? ret : *start < *end;
 }
 
-int region_mark_volatile_at(vrange_region *r, size_t off, size_t len,
-			    uint64_t seq)
+/* Every mark of a region: seq its place in the purge order (0: now), cost
+ * 0 the region's (vrange_region_set_cost; unset, 1).  Inline, so that the
+ * plain and the costed mark make no call through the PLT between them. */
+static inline int mark_at(vrange_region *r, size_t off, size_t len,
+			  uint64_t seq, uint32_t cost)
 {
 	uint64_t start, end;
 	int ret = region_pages(r, off, len, true, &start, &end);
 
 	if (ret <= 0)
 		return ret;
+	if (!cost) {
+		cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
+		if (!cost)
+			cost = 1;
+	}
 	return vfile_mark_volatile_at(r->file, start, end,
-				      atomic_load(&r->prio), seq);
+				      atomic_load(&r->prio), seq, cost);
+}
+
+int region_mark_volatile_at(vrange_region *r, size_t off, size_t len,
+			    uint64_t seq, uint32_t cost)
+{
+	return mark_at(r, off, len, seq, cost);
+}
+
+int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
+			      uint32_t cost)
+{
+	return cost ? mark_at(r, off, len, 0, cost) : -EINVAL;
 }
 
 int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
 {
-	return region_mark_volatile_at(r, off, len, 0);
+	return mark_at(r, off, len, 0, 0);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)

@@ -14,6 +14,7 @@ struct vrange_region {
 	int fd;                     /* the region's own descriptor */
 	unsigned int access;        /* VRANGE_ACCESS_ZERO or _SIGBUS */
 	_Atomic int prio;
+	_Atomic uint32_t cost; /* of plain marks; 0 = the default, 1 */
 	vrange_refill_fn refill;    /* guarded by file->lock */
 	void *refill_arg;
 };
@@ -26,11 +27,12 @@ struct vrange_region {
  */
 struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly) VR_HIDDEN;
 
-/* vrange_mark_volatile with the place in the purge order given: seq, an
- * earlier vr_next_seq() stamp (vfile_mark_volatile_at).  The cache's
- * deferred releases join the order when they were released. */
+/* vrange_mark_volatile_cost with the place in the purge order given: seq,
+ * an earlier vr_next_seq() stamp (0: now; vfile_mark_volatile_at), and
+ * cost (0: the region's, as vrange_mark_volatile).  The cache's deferred
+ * releases join the order when they were released, at their block's cost. */
 int region_mark_volatile_at(struct vrange_region *r, size_t off, size_t len,
-			    uint64_t seq) VR_HIDDEN;
+			    uint64_t seq, uint32_t cost) VR_HIDDEN;
 
 /* Live regions, for stats. */
 uint64_t region_count(void) VR_HIDDEN;

@@ -811,7 +811,8 @@ static int copy_range(const struct rt_range *rg, void *arg)
 {
 	struct rt_tree *to = arg;
 
-	if (rt_mark_volatile(to, rg->start, rg->end, rg->prio, rg->seq, NULL) < 0)
+	if (rt_mark_volatile_cost(to, rg->start, rg->end, rg->prio, rg->seq,
+				  rg->cost, NULL) < 0)
 		return -EIO;
 	if (rg->state == RT_PURGED && rt_mark_purged(to, rg->start, rg->end, NULL) < 0)
 		return -EIO;

@@ -213,6 +213,7 @@ static void fill_stats(struct vrange_stats *out)
 	out->purged_total = pc.purged_total;
 	out->pressure_events = pc.pressure_events;
 	out->refills = pc.refills;
+	out->purged_cost = pc.purged_cost;
 	pressure_fill_stats(out);
 	{
 		uint64_t dvol, dpurged, refused;

@@ -33,7 +33,7 @@ static void setup(void)
 
 static vrange_cache *mk(size_t max_bytes, int prio)
 {
-	struct vrange_cache_opts o = { sizeof(o), "test", max_bytes, prio, 0 };
+	struct vrange_cache_opts o = { sizeof(o), "test", max_bytes, prio, 0, 0 };
 	vrange_cache *c = NULL;
 
 	ck_assert_int_eq(vrange_cache_create(&o, &c), 0);
@@ -113,12 +113,12 @@ END_TEST
 
 START_TEST(create_bad_input)
 {
-	struct vrange_cache_opts o = { sizeof(o), NULL, 0, 0, 0 };
+	struct vrange_cache_opts o = { sizeof(o), NULL, 0, 0, 0, 0 };
 	vrange_cache *c = (vrange_cache *)0x1234;
 
 	ck_assert_int_eq(vrange_cache_create(NULL, NULL), -EINVAL);
 	ck_assert_int_eq(vrange_cache_create(&o, NULL), -EINVAL);
-	o.struct_size = sizeof(o) - 4;
+	o.struct_size = offsetof(struct vrange_cache_opts, flags); /* short of the first layout */
 	ck_assert_int_eq(vrange_cache_create(&o, &c), -EINVAL);
 	o.struct_size = 0;
 	ck_assert_int_eq(vrange_cache_create(&o, &c), -EINVAL);
@@ -127,7 +127,7 @@ START_TEST(create_bad_input)
 	ck_assert_int_eq(vrange_cache_create(&o, &c), -EINVAL);
 	ck_assert_ptr_eq(c, (vrange_cache *)0x1234);
 	/* A later, longer layout is accepted. */
-	struct { struct vrange_cache_opts o; uint64_t more; } big = { { sizeof(big), 0, 0, 0, 0 }, 0 };
+	struct { struct vrange_cache_opts o; uint64_t more; } big = { { sizeof(big), 0, 0, 0, 0, 0 }, 0 };
 	ck_assert_int_eq(vrange_cache_create(&big.o, &c), 0);
 	ck_assert_int_eq(vrange_cache_destroy(c), 0);
 }
@@ -450,7 +450,7 @@ END_TEST
 /* Any byte lost is enough: one purged page of a multi-page value. */
 START_TEST(partly_purged_value_misses)
 {
-	struct vrange_cache_opts o = { sizeof(o), "eager", 0, 0, VRANGE_CACHE_EAGER };
+	struct vrange_cache_opts o = { sizeof(o), "eager", 0, 0, VRANGE_CACHE_EAGER, 0 };
 	vrange_cache *c = NULL;
 	unsigned char *b = pattern(16 * ps, 5);
 	vrange_region *r;
@@ -833,7 +833,7 @@ END_TEST
  */
 static void resident_case(unsigned flags)
 {
-	struct vrange_cache_opts o = { sizeof(o), "resident", 0, 0, flags };
+	struct vrange_cache_opts o = { sizeof(o), "resident", 0, 0, flags, 0 };
 	size_t vlen = 64 << 10, all = 64 * vlen;
 	unsigned char *b = pattern(vlen, 18);
 	struct vrange_cache_stats s0, s1, s2, s3;
@@ -939,7 +939,7 @@ END_TEST
  */
 static void release_order_case(unsigned flags)
 {
-	struct vrange_cache_opts o = { sizeof(o), "order", 0, 0, flags };
+	struct vrange_cache_opts o = { sizeof(o), "order", 0, 0, flags, 0 };
 	size_t vlen = 64 << 10;
 	unsigned char *b = pattern(vlen, 17);
 	vrange_cache *c = NULL;
@@ -1365,7 +1365,7 @@ static void *stress_purger(void *arg)
 static void stress_run(unsigned flags, double secs)
 {
 	static struct stress st;
-	struct vrange_cache_opts o = { sizeof(o), "stress", 3u << 20, 0, flags };
+	struct vrange_cache_opts o = { sizeof(o), "stress", 3u << 20, 0, flags, 0 };
 	struct vrange_cache_stats cs;
 	pthread_t w[4], p;
 

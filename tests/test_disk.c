@@ -373,7 +373,8 @@ START_TEST(purge_roundtrip)
 END_TEST
 
 /* Memory purges punch a disk file's volatile pages where they are in the
- * page cache (clean or dirty), and leave the others volatile and whole. */
+ * page cache (clean or dirty), and leave the others volatile and whole.
+ * purged_cost counts what was punched, not what was put back. */
 START_TEST(memory_purge_takes_cached_pages)
 {
 	int any = 0;
@@ -381,6 +382,7 @@ START_TEST(memory_purge_takes_cached_pages)
 	FOR_EACH_FS(f) {
 		char path[256];
 		unsigned char *b = malloc(ps);
+		struct vrange_stats s0, s1, s2;
 		ssize_t freed;
 		int fd;
 
@@ -394,9 +396,15 @@ START_TEST(memory_purge_takes_cached_pages)
 			ck_assert_int_eq(pwrite(fd, b, ps, (off_t)(pg * ps)), (ssize_t)ps);
 		}
 		ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)(32 * ps)), 0);
+		ck_assert_int_eq(vrange_get_stats(&s0), 0);
 		freed = vrange_purge(SIZE_MAX);
+		ck_assert_int_eq(vrange_get_stats(&s1), 0);
 		ck_assert_int_ge(freed, (ssize_t)(16 * ps));
 		ck_assert_int_le(freed, (ssize_t)(16 * ps + 4 * ps)); /* readahead */
+		/* cost 1: the pages punched, each once */
+		ck_assert_uint_eq(s1.purged_cost - s0.purged_cost,
+				  (s1.disk_purged_bytes - s0.disk_purged_bytes) / ps);
+		ck_assert_uint_lt(s1.purged_cost - s0.purged_cost, 32);
 		/* the cached half went, the rest is volatile still */
 		ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)(12 * ps)), 1);
 		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(16 * ps), (off_t)(16 * ps)),
@@ -405,6 +413,8 @@ START_TEST(memory_purge_takes_cached_pages)
 			ck_assert(page_all(fd, pg, 0));
 		/* a disk purge takes the rest, which the memory pass put back */
 		ck_assert_int_gt(vrange_purge_disk(f->dir, SIZE_MAX), 0);
+		ck_assert_int_eq(vrange_get_stats(&s2), 0);
+		ck_assert_uint_eq(s2.purged_cost - s0.purged_cost, 32); /* each page once */
 		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(16 * ps)),
 				 VRANGE_PURGED);
 		free(b);

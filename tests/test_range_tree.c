@@ -1228,6 +1228,98 @@ START_TEST(test_paged_lock_free)
 END_TEST
 
 /*
+ * The purge order by cost (page_words.h, pw_key): marks of random costs,
+ * priorities and lengths (single pages in the words, ranges in the tree,
+ * costs past a word's 16 bits in the tree too), clears and purges; after
+ * each step rt_oldest gives the least (prio, key) of every volatile page,
+ * found by a walk of everything, and rt_oldest_before the least among
+ * those marked by a cut; the tree stays valid.  Then draining in order
+ * takes every page, by non-decreasing (prio, key).
+ */
+struct least {
+	uint64_t max_seq;
+	bool any;
+	int32_t prio;
+	uint64_t key;
+};
+
+static int least_one(const struct rt_range *r, void *arg)
+{
+	struct least *l = arg;
+	uint64_t k;
+
+	if (r->state != RT_VOLATILE || r->seq > l->max_seq)
+		return 0;
+	k = pw_key(r->seq, r->cost, pw_cost_unit());
+	if (!l->any || r->prio < l->prio || (r->prio == l->prio && k < l->key)) {
+		l->any = true;
+		l->prio = r->prio;
+		l->key = k;
+	}
+	return 0;
+}
+
+START_TEST(test_cost_order)
+{
+	enum { NP = 400 };
+	static const uint32_t costs[] = { 1, 1, 1, 2, 3, 5, 7, 100, 1000, 70000, 4000000000u };
+	size_t bytes = rt_arena_bytes_paged(4 * NP, NP);
+	void *arena = arena_new(bytes);
+	struct rt_tree t;
+	struct rt_range r;
+	uint64_t rng = 777, seq = 1, n;
+	int32_t last_prio = INT32_MIN;
+	uint64_t last_key = 0;
+
+	pw_set_cost_unit(50);
+	ck_assert_int_eq(rt_format_paged(&t, arena, bytes, NP), 0);
+	for (int step = 0; step < 3000; step++) {
+		uint64_t lo = rng_below(&rng, NP), len = rng_below(&rng, 10) < 7 ? 1 :
+			1 + rng_below(&rng, 40), hi = lo + len > NP ? NP : lo + len;
+		uint32_t kind = (uint32_t)rng_below(&rng, 10);
+		uint32_t cost = costs[rng_below(&rng, sizeof(costs) / sizeof(costs[0]))];
+		struct least l = { .max_seq = UINT64_MAX }, lb;
+		uint64_t cut = rng_below(&rng, seq + 1);
+
+		if (kind < 6)
+			ck_assert_int_eq(rt_mark_volatile_cost(&t, lo, hi,
+				(int32_t)rng_below(&rng, 2), seq++, cost, NULL), 0);
+		else if (kind < 8)
+			ck_assert_int_eq(rt_clear(&t, lo, hi, NULL, NULL), 0);
+		else
+			ck_assert_int_eq(rt_mark_purged(&t, lo, hi, NULL), 0);
+		ck_assert_int_eq(rt_check(&t), 0);
+		ck_assert_int_eq(rt_visit(&t, 0, NP, least_one, &l), 0);
+		ck_assert_int_eq(rt_oldest(&t, &r), l.any);
+		if (l.any) {
+			ck_assert_int_eq(r.prio, l.prio);
+			ck_assert_uint_eq(pw_key(r.seq, r.cost, pw_cost_unit()), l.key);
+			ck_assert_uint_eq(r.key, l.key);
+		}
+		lb = (struct least){ .max_seq = cut };
+		ck_assert_int_eq(rt_visit(&t, 0, NP, least_one, &lb), 0);
+		ck_assert_int_eq(rt_oldest_before(&t, cut, &r), lb.any);
+		if (lb.any) {
+			ck_assert_uint_le(r.seq, cut);
+			ck_assert_int_eq(r.prio, lb.prio);
+			ck_assert_uint_eq(r.key, lb.key);
+		}
+	}
+	/* Drain: (prio, key) never goes down. */
+	while (rt_oldest(&t, &r) == 1) {
+		ck_assert(r.prio > last_prio || (r.prio == last_prio && r.key >= last_key));
+		last_prio = r.prio;
+		last_key = r.key;
+		ck_assert_int_eq(rt_mark_purged(&t, r.start, r.end, &n), 0);
+		ck_assert_uint_ge(n, 1);
+	}
+	ck_assert_uint_eq(rt_volatile_pages(&t), 0);
+	pw_set_cost_unit(1000000);
+	free(arena);
+}
+END_TEST
+
+/*
  * Page words and ranges side by side: a small mark lands in words, a large
  * one over them moves them into the tree (with their own ages, purged ones
  * staying purged), and a purge that drains the file takes every page in
@@ -1646,6 +1738,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, test_differential);
 	tcase_add_test(tc, test_differential_paged);
 	tcase_add_test(tc, test_paged_lock_free);
+	tcase_add_test(tc, test_cost_order);
 	tcase_add_test(tc, test_paged_drain);
 	tcase_add_test(tc, test_paged_drain_large);
 	tcase_add_test(tc, test_paged_oldest_before);

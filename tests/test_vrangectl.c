@@ -323,6 +323,22 @@ static bool has_range(json_object *obj, uint64_t s, uint64_t e, const char *stat
 	return false;
 }
 
+/* The volatile range [s, e) of obj and its cost (0: no such range). */
+static uint64_t range_cost(json_object *obj, uint64_t s, uint64_t e)
+{
+	json_object *rl;
+
+	if (!json_object_object_get_ex(obj, "range_list", &rl))
+		return 0;
+	for (size_t i = 0; i < json_object_array_length(rl); i++) {
+		json_object *r = json_object_array_get_idx(rl, i);
+
+		if (jget(r, "start") == s && jget(r, "end") == e)
+			return jget(r, "cost");
+	}
+	return 0;
+}
+
 static json_object *object_named(json_object *show, const char *kind, const char *name)
 {
 	json_object *arr, *v;
@@ -352,14 +368,20 @@ static void test_show_ranges(void)
 	cmd(&a, "mark 0 0 4");
 	cmd(&a, "prio 0 5");
 	cmd(&a, "mark 0 8 4");
+	cmd(&a, "markc 0 16 4 100");
+	cmd(&a, "markc 0 20 4 7");
 	sscanf(cmd(&a, "anon 64"), "ok %lx", &addr);
 	show = run_json(20, NULL, "show", pids(0, a.pid), "--ranges", "--json", NULL);
 	o = object_named(show, "region", "ranges-r");
 	CHECK(o, "region object named ranges-r");
 	CHECK(o && jget(o, "size") == 256 << 10, "size");
-	CHECK(o && jget(o, "ranges") == 2, "2 ranges");
+	CHECK(o && jget(o, "ranges") == 4, "4 ranges");
 	CHECK(o && has_range(o, 0, 4 * page, "volatile", 0), "range [0,4p) prio 0");
 	CHECK(o && has_range(o, 8 * page, 12 * page, "volatile", 5), "range [8p,12p) prio 5");
+	/* Ranges of different cost side by side stay apart. */
+	CHECK(o && range_cost(o, 0, 4 * page) == 1, "range [0,4p) cost 1");
+	CHECK(o && range_cost(o, 16 * page, 20 * page) == 100, "range [16p,20p) cost 100");
+	CHECK(o && range_cost(o, 20 * page, 24 * page) == 7, "range [20p,24p) cost 7");
 	o = object_named(show, "anonymous", NULL);
 	CHECK(o && has_range(o, addr, addr + (64 << 10), "volatile", 0), "anonymous range");
 	CHECK(o && jget(o, "resident_bytes") == 64 << 10, "anon resident %llu",
@@ -367,7 +389,8 @@ static void test_show_ranges(void)
 	json_object_put(show);
 	/* The table form and its ranges. */
 	st = run(&out, 20, NULL, "show", pids(0, a.pid), "--ranges", NULL);
-	CHECK(st == 0 && strstr(out, "ranges-r") && strstr(out, "prio 5"), "show table: %s", out);
+	CHECK(st == 0 && strstr(out, "ranges-r") && strstr(out, "prio 5") &&
+	      strstr(out, "cost 100"), "show table: %s", out);
 	free(out);
 	stop(&a);
 }
@@ -417,6 +440,33 @@ static void test_global_order(void)
 			json_object_put(show);
 		}
 	}
+	stop(&a);
+	stop(&b);
+}
+
+/* The cost order across processes: a dear range one process marked goes
+ * after a cheap one another process marked later, at the same priority
+ * (contract 10; by age alone the dear one would go first). */
+static void test_cost_order(void)
+{
+	struct tgt a = spawn_target(), b = spawn_target();
+	json_object *j;
+	char bytes[32], *r;
+
+	cmd(&a, "region dear 64 zero");
+	cmd(&b, "region cheap 64 zero");
+	cmd(&a, "markc 0 0 16 100000");
+	usleep(30000);
+	cmd(&b, "mark 0 0 16");
+	snprintf(bytes, sizeof(bytes), "--bytes=%ld", 16 * page);
+	j = run_json(20, NULL, "purge", bytes, "--json", NULL);
+	CHECK(j && jget(j, "freed_bytes") == (uint64_t)(16 * page), "cost order: freed");
+	CHECK(j && jget(j, "purged_cost") == 16, "cost order: 16 pages of cost 1 went");
+	json_object_put(j);
+	r = cmd(&b, "unmark 0 0 16");
+	CHECK(!strncmp(r, "ok purged", 9), "cost order: the cheap range went (%s)", r);
+	r = cmd(&a, "unmark 0 0 16");
+	CHECK(!strncmp(r, "ok intact", 9), "cost order: the dear range stayed (%s)", r);
 	stop(&a);
 	stop(&b);
 }
@@ -938,6 +988,7 @@ int main(int argc, char **argv)
 	test_monitor_shown();
 	test_show_ranges();
 	test_global_order();
+	test_cost_order();
 	test_truthful_purge();
 	test_not_library();
 	test_other_user();

@@ -86,7 +86,7 @@ static void churn(vrange_region *r, unsigned long npages, unsigned long ms)
 static void command(char *line)
 {
 	char name[128], mode[16];
-	unsigned long a, b, c;
+	unsigned long a, b, c, d;
 	struct vrange_stats st;
 	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
 
@@ -102,6 +102,9 @@ static void command(char *line)
 		printf("ok %zu\n", nreg++);
 	} else if (sscanf(line, "prio %lu %ld", &a, (long *)&b) == 2 && get(a)) {
 		printf(vrange_region_set_priority(get(a), (int)(long)b) == 0 ? "ok\n" : "err\n");
+	} else if (sscanf(line, "markc %lu %lu %lu %lu", &a, &b, &c, &d) == 4 && get(a)) {
+		printf(vrange_mark_volatile_cost(get(a), b * ps, c * ps, (uint32_t)d) == 0 ?
+		       "ok\n" : "err\n");
 	} else if (sscanf(line, "mark %lu %lu %lu", &a, &b, &c) == 3 && get(a)) {
 		printf(vrange_mark_volatile(get(a), b * ps, c * ps) == 0 ? "ok\n" : "err\n");
 	} else if (sscanf(line, "unmark %lu %lu %lu", &a, &b, &c) == 3 && get(a)) {

@@ -188,12 +188,50 @@ static void hash_grow(struct pcache *c)
 /* ------------------------------------------------------------------ */
 /* Marking: the only calls into libvrange on the hot path */
 
+/*
+ * What losing the page costs (contract 10, vrange_mark_volatile_cost):
+ * an interior b-tree page (and page 1, the schema's root) is read on
+ * every lookup below it, so a purge of one costs a re-read - a disk read
+ * when the file's own cache is gone too - per lookup until SQLite reads
+ * it again; a leaf costs one read.  The page's type is in its b-tree
+ * header (SQLite's file format: flag byte 2 or 5, at offset 100 on page
+ * 1).  A free slot's content is garbage: cost 1.  VRANGE_SQLITE_COST=0
+ * marks every page at 1 (the age-only order, for comparison).
+ */
+#define INTERIOR_COST 16u
+
+static bool use_costs(void)
+{
+	static int on = -1;
+
+	if (on < 0) {
+		const char *v = getenv("VRANGE_SQLITE_COST");
+
+		on = !(v && v[0] == '0' && !v[1]);
+	}
+	return on;
+}
+
+static uint32_t page_cost(const struct pcache *c, const struct slot *s)
+{
+	const unsigned char *pg = s->pg.pBuf;
+	unsigned char flag;
+
+	if (s->state == S_FREE || !use_costs())
+		return 1;
+	if (s->key == 1)
+		return INTERIOR_COST;
+	flag = c->sz_page > 0 ? pg[0] : 0;
+	return flag == 2 || flag == 5 ? INTERIOR_COST : 1;
+}
+
 static void make_volatile(struct pcache *c, struct slot *s)
 {
 	if (!c->purgeable || s->vol)
 		return;
 	/* A failed mark (-ENOMEM) only leaves the page resident. */
-	s->vol = vrange_mark_volatile(s->ch->r, s->off, c->sz_slot) == 0;
+	s->vol = vrange_mark_volatile_cost(s->ch->r, s->off, c->sz_slot,
+					   page_cost(c, s)) == 0;
 	count(c, C_MARKS, 1);
 }
 

@@ -55,10 +55,13 @@ def test_docstrings_everywhere():
 def test_stats_fields():
     st = vrange.stats()
     for key in ("regions", "files", "volatile_bytes", "purged_bytes", "purges",
-                "purged_total", "pressure_events", "refills"):
+                "purged_total", "pressure_events", "refills", "sigbus_fallbacks",
+                "disk_volatile_bytes", "disk_purged_bytes", "disk_purges",
+                "disk_freed_total", "disk_unpunchable", "purged_cost"):
         assert isinstance(st[key], int) and st[key] >= 0, key
     assert isinstance(st["pressure_source"], str)
     assert isinstance(st["access_fallback"], str)
+    assert isinstance(st["disk_unpunchable_why"], str)
     with vrange.Region(PAGE):
         assert vrange.stats()["regions"] == st["regions"] + 1
 

@@ -130,6 +130,7 @@ struct json_object *vc_json_list(const struct vc_proc *p, size_t n)
 				       json_object_new_boolean(p[i].hdr.monitor != 0));
 		add_u64(o, "purges", p[i].hdr.purges);
 		add_u64(o, "purged_total", p[i].hdr.purged_total);
+		add_u64(o, "purged_cost", p[i].hdr.purged_cost);
 		add_u64(o, "pressure_events", p[i].hdr.pressure_events);
 		add_u64(o, "refills", p[i].hdr.refills);
 		json_object_array_add(arr, o);
@@ -170,6 +171,8 @@ struct json_object *vc_json_show(const struct vc_proc *p, bool ranges)
 					ob->ranges[k].purged ? "purged" : "volatile"));
 				json_object_object_add(r, "priority",
 						       json_object_new_int(ob->ranges[k].prio));
+				if (!ob->ranges[k].purged)
+					add_u64(r, "cost", ob->ranges[k].cost);
 				json_object_array_add(rl, r);
 			}
 			json_object_object_add(o, "range_list", rl);
@@ -238,9 +241,13 @@ void vc_print_show(FILE *out, const struct vc_proc *p, bool ranges)
 			vc_human(vc_bytes(o->purged_pages), c, sizeof(c)),
 			vc_human(o->resident_bytes, d, sizeof(d)), o->nranges, age,
 			o->readable ? "" : "  (state unreadable)");
-		for (size_t k = 0; ranges && k < o->nr; k++)
-			fprintf(out, "    [0x%" PRIx64 ", 0x%" PRIx64 ") %-8s prio %d\n",
+		for (size_t k = 0; ranges && k < o->nr; k++) {
+			fprintf(out, "    [0x%" PRIx64 ", 0x%" PRIx64 ") %-8s prio %d",
 				o->ranges[k].start, o->ranges[k].end,
 				o->ranges[k].purged ? "purged" : "volatile", o->ranges[k].prio);
+			if (!o->ranges[k].purged)
+				fprintf(out, " cost %" PRIu32, o->ranges[k].cost);
+			fputc('\n', out);
+		}
 	}
 }

@@ -286,6 +286,7 @@ static int visit(const struct rt_range *r, void *arg)
 	o->ranges[o->nr++] = (struct vc_range){
 		.start = pages_to_bytes(r->start), .end = pages_to_bytes(r->end),
 		.purged = r->state == RT_PURGED, .prio = r->prio, .seq = r->seq,
+		.cost = r->state == RT_VOLATILE ? r->cost : 0,
 	};
 	return 0;
 }

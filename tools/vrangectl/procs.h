@@ -26,6 +26,7 @@ struct vc_range {
 	uint64_t start, end;    /* bytes: file offsets, or addresses (anon) */
 	bool purged;
 	int32_t prio;
+	uint32_t cost;          /* re-creation cost per page (volatile only) */
 	uint64_t seq;
 };
 

@@ -98,6 +98,7 @@ int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
 {
 	struct credit_ctx ctx;
 	size_t total = 0, nh = 0;
+	struct purge_counters before, after;
 	struct held *h;
 
 	res->freed_bytes = res->unreachable_bytes = 0;
@@ -127,8 +128,11 @@ int vc_purge(const struct vc_proc *procs, size_t n, uint64_t bytes,
 	ctx.h = h;
 	ctx.nh = nh;
 	ctx.res = res;
+	purge_get_counters(&before);
 	res->freed_bytes = disk ? purge_run_disk_each(*disk, bytes, credit, &ctx) :
 				  purge_run_each(bytes, false, credit, &ctx);
+	purge_get_counters(&after);
+	res->purged_cost = after.purged_cost - before.purged_cost;
 	for (size_t i = 0; i < nh; i++)
 		vfile_put(h[i].f);
 	free(h);

@@ -13,6 +13,7 @@
 
 struct vc_purge_result {
 	uint64_t freed_bytes;
+	uint64_t purged_cost;       /* pages purged x their cost */
 	uint64_t unreachable_bytes; /* volatile, but not reachable from outside */
 	uint64_t *freed;            /* per process, parallel to the procs array */
 };

@@ -162,6 +162,8 @@ static int print_purge(const struct vc_proc *p, size_t n,
 		struct json_object *arr = json_object_new_array();
 
 		json_object_object_add(doc, "freed_bytes", json_object_new_uint64(res->freed_bytes));
+		json_object_object_add(doc, "purged_cost",
+				       json_object_new_uint64(res->purged_cost));
 		json_object_object_add(doc, "unreachable_bytes",
 				       json_object_new_uint64(res->unreachable_bytes));
 		for (size_t i = 0; i < n; i++) {
@@ -177,9 +179,10 @@ static int print_purge(const struct vc_proc *p, size_t n,
 	}
 	for (size_t i = 0; i < n; i++)
 		printf("%7d %-16s freed %s\n", p[i].pid, "", vc_human(res->freed[i], a, sizeof(a)));
-	printf("freed %" PRIu64 " bytes (%s) from %zu processes; %s volatile "
-	       "unreachable from outside (anonymous memory)\n", res->freed_bytes,
-	       vc_human(res->freed_bytes, a, sizeof(a)), n,
+	printf("freed %" PRIu64 " bytes (%s) from %zu processes, at a re-creation "
+	       "cost of %" PRIu64 "; %s volatile unreachable from outside "
+	       "(anonymous memory)\n", res->freed_bytes,
+	       vc_human(res->freed_bytes, a, sizeof(a)), n, res->purged_cost,
 	       vc_human(res->unreachable_bytes, b, sizeof(b)));
 	return 0;
 }
