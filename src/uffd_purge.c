@@ -19,8 +19,8 @@
  *                      to FILL_MAX), if none of them is volatile: a memset
  *                      of a fresh region costs a round trip per megabyte.
  *                      A minor fault (the file has the page): UFFDIO_CONTINUE
- *                      over its aligned block of FILL_MAX pages, if none of
- *                      them is purged (MINOR_MIN pages, else the one).
+ *                      over its aligned block of MINOR_BLOCK pages (2 MiB),
+ *                      if none of them is purged (MINOR_MIN, else the one).
  *
  * Why minor faults: one file, two access modes (contract 6).  A ZERO-mode
  * mapping of the file (a region adopted so, in any process; a shim area;
@@ -86,7 +86,7 @@
  * regions where the handler failed.  A child's copy that read a hole
  * before that has a page of zeros mapped there: arming unmaps the purged
  * pages before it poisons them (walk_poison_armed).  Every first touch of
- * the child's copies is a minor fault: a round trip per megabyte.
+ * the child's copies is a minor fault: a round trip per 2 MiB.
  *
  * The callback runs on the fault thread with no library lock held, so it
  * may call the library (mark, query, even create regions); it must not
@@ -171,8 +171,10 @@ struct uffdio_continue {
 #define UFFD_MSGS 16
 /* Most pages one zero fill of a sequential first touch installs (1 MiB). */
 #define FILL_MAX 256u
-/* Fewest pages a minor fault maps (the kernel's own fault-around, which a
- * minor registration turns off: 64 KiB). */
+/* Pages a minor fault maps: the aligned block around it - one page table's
+ * worth (2 MiB) - or, near a purged page, the kernel's own fault-around,
+ * which a minor registration turns off (64 KiB). */
+#define MINOR_BLOCK 512u
 #define MINOR_MIN 16u
 
 /*
@@ -687,16 +689,16 @@ static bool continue_fill(char *addr, size_t len)
  * A minor fault: the file has the page, this mapping does not map it (a
  * fork child's first touch, a page another process or mapping wrote), and
  * it is not purged.  Map it, and with it the rest of its aligned block of
- * FILL_MAX pages (or of MINOR_MIN, the kernel's own fault-around that a
+ * MINOR_BLOCK pages (or of MINOR_MIN, the kernel's own fault-around that a
  * minor registration turns off), unless a page of the block is purged: a
  * purged page the file has again (filled through a ZERO-mode mapping)
  * must come to the thread on its own touch.  Pages the file has are no
  * memory to allocate, so a block costs page table entries only, and
- * touches in any order cost a round trip per megabyte.  File lock held.
+ * touches in any order cost a round trip per 2 MiB.  File lock held.
  */
 static void map_not_purged(struct uffd_armed *a, char *page)
 {
-	static const size_t blocks[] = { FILL_MAX, MINOR_MIN };
+	static const size_t blocks[] = { MINOR_BLOCK, MINOR_MIN };
 	char *lo = page, *hi = page + vr_page_size;
 
 	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++) {

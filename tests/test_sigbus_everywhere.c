@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_sigbus_everywhere.c - SIGBUS through every mapping the library knows
- * of, in every process (contract 2 and 5), and the mappings that fall back
- * to zeros.
+ * of, in every process (contract 2 and 5), also where a ZERO-mode mapping
+ * of the same file read the purged hole first (contract 6: one file, two
+ * access modes), in a fork child's copies passed to vrange() again, and
+ * the mappings that fall back to zeros.
  *
  * Process A is the test itself; process B is forked before the case uses
  * the library and runs commands sent over a socketpair (it adopts the
