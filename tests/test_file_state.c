@@ -283,7 +283,7 @@ START_TEST(region_destroyed_state_stays_purgeable)
 	 * for good. */
 	if (vrange_region_create("i8-warm", ps, VRANGE_ACCESS_SIGBUS, &r) == 0)
 		vrange_region_destroy(r);
-	before = count_fds();
+	before = fds_on("vrange-state");
 	s0 = stats();
 	rc = vrange_region_create("i8-region", n * ps, VRANGE_ACCESS_SIGBUS, &r);
 	if (rc == -EOPNOTSUPP)
@@ -312,8 +312,10 @@ START_TEST(region_destroyed_state_stays_purgeable)
 	ck_assert_int_eq(munmap(a, n * ps), 0);
 	close(fd);
 	sweep();
+	/* Neither the file nor its state's metadata (without userfaultfd -
+	 * valgrind - the library's inotify instance may be new here). */
 	ck_assert_int_eq(fds_on("i8-region"), 0);
-	ck_assert_int_eq(count_fds(), before);
+	ck_assert_int_eq(fds_on("vrange-state"), before);
 }
 END_TEST
 
