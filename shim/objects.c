@@ -199,8 +199,7 @@ static void obj_release(struct ash_obj *o)
 		pthread_mutex_unlock(&shim_lock);
 		/* A purge may still punch through pfd: then the state keeps
 		 * it and closes it last. */
-		if (!vfile_put_lender(o->vf, o->pfd))
-			shim_real.close(o->pfd);
+		(void)vfile_put_lender(o->vf, o->pfd, shim_real.close);
 	} else {
 		vfile_put(o->vf);
 	}

@@ -12,6 +12,7 @@
  * the page recorded as purged and reports VRANGE_PURGED).  There is no third
  * order.  docs/design.md spells this out.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -800,13 +802,111 @@ static bool file_unreachable(struct vfile *f)
 }
 
 /*
- * Keep f, reference-less, for the state that belongs to its file?  A file
- * seen through an application mapping with volatile or purged ranges is
- * kept: with our descriptor while it has volatile ranges and can be
- * reached (purges can still discard them), else dormant.  Registry lock
- * held.
+ * What this process holds of the application's: files it maps, and files
+ * behind descriptors that are not the library's own (no vfile's fd).
+ * Read once per batch of orphans (a sweep), and only if some orphan asks.
+ * Registry lock held.
  */
-static bool keep_orphan(struct vfile *f)
+struct held_set {
+	bool built, doubt;    /* doubt: a list could not be read: all held */
+	size_t n, cap;
+	struct held_id { dev_t dev; ino_t ino; } *v;
+};
+
+static void held_add(struct held_set *h, dev_t dev, ino_t ino)
+{
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+		struct held_id *v = realloc(h->v, cap * sizeof(*v));
+
+		if (!v) {
+			h->doubt = true;
+			return;
+		}
+		h->v = v;
+		h->cap = cap;
+	}
+	h->v[h->n++] = (struct held_id){ dev, ino };
+}
+
+static bool library_fd(int n)
+{
+	for (struct vfile *f = registry; f; f = f->next)
+		if (f->fd == n)
+			return true;
+	return false;
+}
+
+static void held_build(struct held_set *h)
+{
+	FILE *m = fopen("/proc/self/maps", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	DIR *d;
+
+	h->built = true;
+	if (!m) {
+		h->doubt = true;
+		return;
+	}
+	while (getline(&line, &cap, m) > 0) {
+		unsigned long ino;
+		unsigned int maj, min;
+
+		if (sscanf(line, "%*x-%*x %*s %*x %x:%x %lu", &maj, &min, &ino) == 3 &&
+		    ino)
+			held_add(h, makedev(maj, min), (ino_t)ino);
+	}
+	free(line);
+	fclose(m);
+	d = opendir("/proc/self/fd");
+	if (!d) {
+		h->doubt = true;
+		return;
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		int n = atoi(e->d_name);
+		struct statx sx;
+
+		/* statx of the link, not fstat of the number: the ashmem shim
+		 * interposes fstat and would take its registry lock (held). */
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || n == dirfd(d) ||
+		    library_fd(n) ||
+		    statx(dirfd(d), e->d_name, 0, STATX_INO, &sx) < 0)
+			continue;
+		held_add(h, makedev(sx.stx_dev_major, sx.stx_dev_minor),
+			 (ino_t)sx.stx_ino);
+	}
+	closedir(d);
+}
+
+/*
+ * Does this process still hold f's file other than through our own
+ * descriptor: a mapping of it (the application's own, perhaps never
+ * passed to vrange()), or a descriptor?  Then our descriptor keeps
+ * nothing alive that would not live anyway.  Doubt says yes.
+ */
+static bool held_here(const struct vfile *f, struct held_set *h)
+{
+	if (!h->built)
+		held_build(h);
+	for (size_t i = 0; i < h->n && !h->doubt; i++)
+		if (h->v[i].dev == f->dev && h->v[i].ino == f->ino)
+			return true;
+	return h->doubt;
+}
+
+/*
+ * Keep f, reference-less, for the state that belongs to its file?  A file
+ * seen through an application mapping, or a library file whose state is
+ * shared (a region destroyed after its descriptor went out: the
+ * application may still map it, hold it, pass it on), with volatile or
+ * purged ranges is kept: with our descriptor while it has volatile ranges
+ * and can be reached (purges can still discard them, the stats count
+ * them), else dormant - dropping it would make a later unmark of its
+ * purged pages say VRANGE_INTACT over zeros.  Registry lock held.
+ */
+static bool keep_orphan(struct vfile *f, struct held_set *h)
 {
 	uint64_t vol = 1, purged = 1; /* a lock that cannot be had: keep */
 
@@ -818,7 +918,7 @@ static bool keep_orphan(struct vfile *f)
 		return false;
 	if (f->anon)
 		return true;
-	if (!f->app_mapped)
+	if (!f->app_mapped && !vfile_is_library(f))
 		return false;
 	if (vfile_lock(f) == 0) {
 		vol = rt_volatile_pages(&f->tree);
@@ -827,7 +927,11 @@ static bool keep_orphan(struct vfile *f)
 	}
 	if (vol + purged == 0)
 		return false;
-	if (!f->dormant && (!vol || file_unreachable(f)))
+	/* A memfd's own descriptor, and its mappings, count nowhere a lease
+	 * sees: what this process holds is asked directly.  While it holds
+	 * the file our descriptor costs nothing, and the state stays
+	 * purgeable and counted (issue 25, item 8). */
+	if (!f->dormant && !held_here(f, h) && (!vol || file_unreachable(f)))
 		go_dormant(f);
 	return true;
 }
@@ -835,6 +939,8 @@ static bool keep_orphan(struct vfile *f)
 void vfile_put(struct vfile *f)
 {
 	struct vfile *dead = NULL;
+	struct held_set h = { 0 };
+	bool keep;
 
 	if (!f)
 		return;
@@ -843,7 +949,9 @@ void vfile_put(struct vfile *f)
 		pthread_mutex_unlock(&registry_lock);
 		return;
 	}
-	if (keep_orphan(f)) {
+	keep = keep_orphan(f, &h);
+	free(h.v);
+	if (keep) {
 		if (f->dormant)
 			watch_drain(&dead); /* it may have died at once */
 		pthread_mutex_unlock(&registry_lock);
@@ -856,7 +964,7 @@ void vfile_put(struct vfile *f)
 	vfile_free(f);
 }
 
-bool vfile_put_lender(struct vfile *f, int fd)
+bool vfile_put_lender(struct vfile *f, int fd, int (*close_fd)(int))
 {
 	bool kept = false;
 
@@ -868,6 +976,10 @@ bool vfile_put_lender(struct vfile *f, int fd)
 		kept = true;
 	}
 	pthread_mutex_unlock(&f->lock);
+	/* Before the reference goes: the lender's descriptor is not one
+	 * that holds the file for the application (held_here). */
+	if (!kept)
+		close_fd(fd);
 	vfile_put(f);
 	return kept;
 }
@@ -875,12 +987,13 @@ bool vfile_put_lender(struct vfile *f, int fd)
 void vfile_sweep_orphans(void)
 {
 	struct vfile *dead = NULL, *f, *next;
+	struct held_set h = { 0 };
 
 	pthread_mutex_lock(&registry_lock);
 	watch_drain(&dead);
 	for (f = registry; f; f = next) {
 		next = f->next;
-		if (atomic_load(&f->refs) == 0 && !keep_orphan(f)) {
+		if (atomic_load(&f->refs) == 0 && !keep_orphan(f, &h)) {
 			registry_unlink(f);
 			f->next = dead;
 			dead = f;
@@ -888,8 +1001,10 @@ void vfile_sweep_orphans(void)
 	}
 	watch_drain(&dead);
 	pthread_mutex_unlock(&registry_lock);
+	free(h.v);
 	free_list(dead);
 }
+
 /* A foreign file's tree lock is never legitimately held this long. */
 #define LOCAL_LOCK_TIMEOUT_MS 60000u
 

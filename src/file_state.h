@@ -191,9 +191,10 @@ void vfile_put(struct vfile *f) VR_HIDDEN;
  * a shim area).  A purge may still hold f and punch through f->fd: were
  * the lender to close fd now, the number could name another file before
  * that punch.  So if f still borrows fd, f keeps it and closes it with
- * its last reference: true, and the lender must not close fd.
+ * its last reference: true.  Else (false) fd is closed with close_fd
+ * here, before the reference goes.
  */
-bool vfile_put_lender(struct vfile *f, int fd) VR_HIDDEN;
+bool vfile_put_lender(struct vfile *f, int fd, int (*close_fd)(int)) VR_HIDDEN;
 
 /* The file was met through an application mapping (any_mapping.c). */
 void vfile_note_app_mapped(struct vfile *f) VR_HIDDEN;

@@ -259,8 +259,7 @@ int vrange_region_destroy(vrange_region *r)
 	uffd_forget_map(r->file, &r->map);
 	vfile_del_map(r->file, &r->map);
 	munmap(r->map.base, r->map.size);
-	if (!vfile_put_lender(r->file, r->fd))
-		close(r->fd);
+	(void)vfile_put_lender(r->file, r->fd, close);
 	free(r);
 	return 0;
 }

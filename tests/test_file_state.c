@@ -180,7 +180,11 @@ START_TEST(volatile_state_outlives_mapping)
 	memset(a, 'v', n * ps);
 	ck_assert_int_eq(vrange(a, 3 * ps, VRANGE_VOLATILE, NULL), 0);
 	ck_assert_int_eq(munmap(a, n * ps), 0);
-	sweep();
+	/* Sweeps without a purge: the application still holds the file (its
+	 * descriptor), so the orphan stays purgeable - a purge would take
+	 * the pages (orphan_purgeable_while_held). */
+	stats();
+	stats();
 	ck_assert_int_eq(vrange_fd_is_volatile(fd, 2 * ps, (off_t)ps), 1);
 	ck_assert_int_eq(vrange_fd_is_volatile(fd, 3 * ps, (off_t)ps), 0);
 	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)ps), VRANGE_INTACT);
@@ -253,6 +257,113 @@ START_TEST(purged_state_outlives_mapping_in_child)
 	ck_assert_int_eq(vrange_fd_is_volatile(fd, 0, (off_t)(n * ps)), 0);
 	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(n * ps)),
 			 VRANGE_INTACT);
+	close(fd);
+}
+END_TEST
+
+/*
+ * Issue 25, item 8: a region (SIGBUS mode where it can be had) whose
+ * file the application maps itself, never passing that mapping to
+ * vrange(); pages marked through vrange() on the region's address; the
+ * region destroyed - the application's mapping keeps the file alive.
+ * The state is the file's: still counted, and still purgeable (the
+ * application writes through its mapping first: memory it offered).
+ * Once the application lets the file go, the library keeps nothing.
+ */
+START_TEST(region_destroyed_state_stays_purgeable)
+{
+	const size_t n = 64, first = 8, nvol = 25;
+	vrange_region *r = NULL;
+	unsigned char *a, *b;
+	struct vrange_stats s0, s1, s2;
+	int before, fd, rc;
+
+	warm_up();
+	/* The first SIGBUS-mode region opens the fault thread's descriptor
+	 * for good. */
+	if (vrange_region_create("i8-warm", ps, VRANGE_ACCESS_SIGBUS, &r) == 0)
+		vrange_region_destroy(r);
+	before = fds_on("vrange-state");
+	s0 = stats();
+	rc = vrange_region_create("i8-region", n * ps, VRANGE_ACCESS_SIGBUS, &r);
+	if (rc == -EOPNOTSUPP)
+		rc = vrange_region_create("i8-region", n * ps, VRANGE_ACCESS_ZERO, &r);
+	ck_assert_int_eq(rc, 0);
+	fd = dup(vrange_region_fd(r));
+	ck_assert_int_ge(fd, 0);
+	a = map_shared(fd, n);
+	b = vrange_region_base(r);
+	memset(b, 'r', n * ps);
+	ck_assert_int_eq(vrange(b + first * ps, nvol * ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_eq(vrange_region_destroy(r), 0);
+	memset(a + first * ps, 'w', nvol * ps);
+	s1 = stats();
+	ck_assert_uint_eq(s1.volatile_bytes, s0.volatile_bytes + nvol * ps);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(nvol * ps));
+	s2 = stats();
+	ck_assert_uint_eq(s2.volatile_bytes, s0.volatile_bytes + nvol * ps);
+	ck_assert_uint_eq(s2.purged_bytes, s0.purged_bytes + nvol * ps);
+	/* A mapping vrange() never saw reads zeros where a purge punched. */
+	ck_assert(all_bytes(fd, first * ps, nvol * ps, 0));
+	ck_assert(all_bytes(fd, 0, first * ps, 'r'));
+	ck_assert(all_bytes(fd, (first + nvol) * ps, (n - first - nvol) * ps, 'r'));
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, (off_t)(n * ps)),
+			 VRANGE_PURGED);
+	ck_assert_int_eq(munmap(a, n * ps), 0);
+	close(fd);
+	sweep();
+	/* Neither the file nor its state's metadata (without userfaultfd -
+	 * valgrind - the library's inotify instance may be new here). */
+	ck_assert_int_eq(fds_on("i8-region"), 0);
+	ck_assert_int_eq(fds_on("vrange-state"), before);
+}
+END_TEST
+
+/* The same with the pages purged before the destroy: a region adopting
+ * the file later must hear VRANGE_PURGED, never INTACT over zeros. */
+START_TEST(region_destroyed_purged_stays_purged)
+{
+	const size_t n = 16;
+	vrange_region *r = NULL, *again = NULL;
+	unsigned char *a;
+	int fd;
+
+	ck_assert_int_eq(vrange_region_create("i8-purged", n * ps, VRANGE_ACCESS_ZERO, &r), 0);
+	fd = dup(vrange_region_fd(r));
+	ck_assert_int_ge(fd, 0);
+	a = map_shared(fd, n);
+	memset(vrange_region_base(r), 'p', n * ps);
+	ck_assert_int_eq(vrange_mark_volatile(r, 4 * ps, 4 * ps), 0);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(4 * ps));
+	ck_assert_int_eq(vrange_region_destroy(r), 0);
+	sweep();
+	ck_assert_int_eq(vrange_region_adopt(fd, VRANGE_ACCESS_ZERO, &again), 0);
+	ck_assert_int_eq(vrange_is_volatile(again, 4 * ps, 4 * ps), 1);
+	ck_assert_int_eq(vrange_mark_nonvolatile(again, 0, n * ps), VRANGE_PURGED);
+	ck_assert(all_bytes(fd, 4 * ps, 4 * ps, 0));
+	ck_assert(all_bytes(fd, 8 * ps, 8 * ps, 'p'));
+	vrange_region_destroy(again);
+	munmap(a, n * ps);
+	close(fd);
+}
+END_TEST
+
+/* Marked through the application's mapping, unmapped, the application
+ * still holding the memfd: the volatile pages stay purgeable. */
+START_TEST(orphan_purgeable_while_held)
+{
+	const size_t n = 4;
+	int fd = memfd_named("i8-held", n);
+	unsigned char *a = map_shared(fd, n);
+
+	memset(a, 'h', n * ps);
+	ck_assert_int_eq(vrange(a, 3 * ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_eq(munmap(a, n * ps), 0);
+	stats(); /* sweeps, without a purge */
+	ck_assert_uint_ge(stats().volatile_bytes, 3 * ps);
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(3 * ps));
+	ck_assert(all_bytes(fd, 0, 3 * ps, 0));
+	ck_assert(all_bytes(fd, 3 * ps, ps, 'h'));
 	close(fd);
 }
 END_TEST
@@ -389,6 +500,9 @@ Suite *test_suite(void)
 	tcase_add_test(tc, released_when_unmapped_last);
 	tcase_add_test(tc, released_shared_anonymous);
 	tcase_add_test(tc, named_file_reopened);
+	tcase_add_test(tc, region_destroyed_state_stays_purgeable);
+	tcase_add_test(tc, region_destroyed_purged_stays_purged);
+	tcase_add_test(tc, orphan_purgeable_while_held);
 	suite_add_tcase(s, tc);
 	return s;
 }
