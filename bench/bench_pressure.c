@@ -1,22 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench_pressure - reaction time of the pressure monitor: from a memory
- * cgroup usage threshold firing to the first bytes of a 1 GiB volatile
- * cache being freed.
+ * bench_pressure - reaction time of the pressure monitor, or of
+ * `vrangectl coordinate`: from a memory cgroup usage threshold firing to
+ * the first bytes of a 1 GiB volatile cache being freed.
+ *
+ *   bench-pressure [--coordinator VRANGECTL] [--hog] [--rounds N]
  *
  * A child joins a fresh cgroup v1 memory cgroup (limit 1.5 GiB) holding a
- * 1 GiB volatile region, with the monitor running.  The bench registers its
- * own eventfd on memory.usage_in_bytes at the very threshold the monitor
- * uses (pressure_headroom()); the kernel signals both in the same pass.  A
- * helper thread wakes on it (t0) and spins on fstat() of the region until
- * its allocated blocks drop (t1), while the main thread allocates 1 MiB
- * steps at full speed.  Baseline: a direct vrange_purge() of the first
- * chunk, measured in the same run.  Prints figures; asserts nothing.
+ * 1 GiB volatile region, with its monitor running - or, with
+ * --coordinator, its monitor stopped and `VRANGECTL coordinate
+ * --foreground` running outside the cgroup.  The bench registers its own
+ * eventfd on memory.usage_in_bytes at the floor of the monitor's threshold
+ * (pressure_headroom(); the monitor's own may be earlier under CPU
+ * contention, then the reaction counts 0); the kernel signals both in the
+ * same pass.  A helper thread wakes on it (t0) and looks at fstat() of the
+ * region every ~50 us until its allocated blocks drop below the full
+ * cache's (t1), while the main thread allocates 1 MiB steps at 1 GiB/s and
+ * goes on doing so until then (a kill is reported).  --hog runs one
+ * CPU-bound process per core but one beside it.  Baseline: a direct
+ * vrange_purge() of the first chunk, measured in the same run.  Prints
+ * figures; asserts nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +46,11 @@
 #define CACHE (1024 * MiB)
 #define LIMIT (1536 * MiB)
 #define ROUNDS 7
+#define ALLOC_NS_PER_MIB 1000000ull     /* 1 GiB/s */
 
 static char cg_dir[512];
+static const char *coordinator;
+static int rounds = ROUNDS;
 
 static uint64_t now_ns(void)
 {
@@ -77,8 +91,8 @@ static int cmp_u64(const void *a, const void *b)
 
 struct probe {
 	int efd, usage_fd, region_fd;
-	uint64_t threshold;
-	_Atomic int armed, fired, done;
+	uint64_t threshold, full_blocks;
+	_Atomic int armed, fired, done, ahead;
 	uint64_t reaction_ns;
 };
 
@@ -103,20 +117,30 @@ static void *probe_main(void *arg)
 			usleep(100);
 		if (atomic_load(&p->armed) < 0)
 			return NULL;
-		/* Wake on the threshold, ignoring crossings on the way down. */
-		do {
-			if (read(p->efd, &v, sizeof(v)) != sizeof(v))
-				return NULL;
-		} while (read_usage(p->usage_fd) < p->threshold);
-		uint64_t t0 = now_ns(), b0 = blocks(p->region_fd);
+		/* Wake on the threshold, ignoring crossings on the way down;
+		 * give up if the purger acted before usage got there. */
+		for (;;) {
+			struct pollfd pf = { p->efd, POLLIN, 0 };
 
-		/* Stop the allocator: with it, this probe and the monitor there
-		 * would be three runnable threads on a two-core machine. */
+			if (atomic_load(&p->ahead))
+				break;
+			if (poll(&pf, 1, 5) > 0 && read(p->efd, &v, sizeof(v)) == sizeof(v) &&
+			    read_usage(p->usage_fd) >= p->threshold)
+				break;
+		}
+		if (atomic_load(&p->ahead)) {
+			p->reaction_ns = 0;
+			atomic_store(&p->armed, 0);
+			atomic_store(&p->done, 1);
+			continue;
+		}
+		uint64_t t0 = now_ns(), deadline = t0 + 2000000000u;
+		struct timespec tick = { 0, 20000 };
+
 		atomic_store(&p->fired, 1);
-		uint64_t deadline = t0 + 2000000000u;
-
-		while (blocks(p->region_fd) >= b0 && now_ns() < deadline)
-			;
+		/* Already below the full cache: the purger was ahead of us. */
+		while (blocks(p->region_fd) >= p->full_blocks && now_ns() < deadline)
+			nanosleep(&tick, NULL);
 		p->reaction_ns = now_ns() - t0;
 		atomic_store(&p->armed, 0);
 		atomic_store(&p->done, 1);
@@ -128,7 +152,7 @@ static int child(void)
 	struct probe p = { .efd = -1 };
 	vrange_region *r;
 	char buf[128], path[700];
-	uint64_t direct[ROUNDS], react[ROUNDS];
+	uint64_t direct[ROUNDS], react[64];
 	pthread_t th;
 	int ctl, n = 0;
 
@@ -154,40 +178,63 @@ static int child(void)
 	snprintf(buf, sizeof(buf), "%d %d %" PRIu64, p.efd, p.usage_fd, p.threshold);
 	if (p.usage_fd < 0 || ctl < 0 || p.efd < 0 || write(ctl, buf, strlen(buf)) < 0)
 		return 3;
-	/* Started at the first region unless VRANGE_MONITOR=0. */
-	int rc = vrange_monitor_start(NULL);
-	if (rc < 0 && rc != -EALREADY)
-		return 4;
 	struct vrange_stats st;
+	if (coordinator) {
+		/* Only the coordinator purges; let it find this process. */
+		vrange_monitor_stop();
+		usleep(1500000);
+	} else {
+		/* Started at the first region unless VRANGE_MONITOR=0. */
+		int rc = vrange_monitor_start(NULL);
+		if (rc < 0 && rc != -EALREADY)
+			return 4;
+	}
 	vrange_get_stats(&st);
-	printf("monitor source: %s, threshold %" PRIu64 " MiB below the %" PRIu64
-	       " MiB limit\n", st.pressure_source, pressure_headroom(LIMIT) / MiB,
-	       LIMIT / MiB);
+	printf("%s, threshold %" PRIu64 " MiB below the %" PRIu64 " MiB limit, "
+	       "allocator at 1 GiB/s\n", coordinator ? "vrangectl coordinate" : st.pressure_source,
+	       pressure_headroom(LIMIT) / MiB, LIMIT / MiB);
 	pthread_create(&th, NULL, probe_main, &p);
 
-	for (int round = 0; round < ROUNDS; round++) {
+	for (int round = 0; round < rounds; round++) {
 		char *chunks[1024];
 		int nc = 0;
+		uint64_t t0;
 
 		memset(vrange_region_base(r), 2, CACHE);
 		vrange_mark_volatile(r, 0, CACHE);
+		p.full_blocks = blocks(p.region_fd);
 		atomic_store(&p.done, 0);
 		atomic_store(&p.fired, 0);
+		atomic_store(&p.ahead, 0);
 		atomic_store(&p.armed, 1);
-		while (!atomic_load(&p.fired) && nc < 1024) {
+		t0 = now_ns();
+		/* 1 MiB per ms, on until the probe saw the first bytes freed. */
+		while (!atomic_load(&p.done) && nc < 1024) {
+			uint64_t due = t0 + (uint64_t)nc * ALLOC_NS_PER_MIB, t = now_ns();
+
+			if (t < due) {
+				struct timespec ts = { 0, (long)(due - t) };
+
+				nanosleep(&ts, NULL);
+			}
 			chunks[nc] = mmap(NULL, MiB, PROT_READ | PROT_WRITE,
 					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			if (chunks[nc] == MAP_FAILED)
 				break;
 			memset(chunks[nc++], 3, MiB);
+			/* Freed before the bench's threshold: ahead of it. */
+			if (!atomic_load(&p.fired) && blocks(p.region_fd) < p.full_blocks)
+				atomic_store(&p.ahead, 1);
 		}
+		atomic_store(&p.ahead, 1); /* nc == 1024: stop waiting */
 		while (!atomic_load(&p.done))
 			usleep(100);
+		atomic_store(&p.ahead, 0);
 		react[n++] = p.reaction_ns;
 		for (int i = 0; i < nc; i++)
 			munmap(chunks[i], MiB);
 		vrange_mark_nonvolatile(r, 0, CACHE);
-		usleep(50000);
+		usleep(coordinator ? 600000 : 50000);
 	}
 	atomic_store(&p.armed, -1);
 	pthread_join(th, NULL);
@@ -200,19 +247,55 @@ static int child(void)
 	printf("reaction: threshold event -> first bytes freed, 1 GiB volatile, %d runs:\n"
 	       "  min %.1f us, median %.1f us, max %.1f us (target < 1000 us)\n",
 	       n, react[0] / 1e3, react[n / 2] / 1e3, react[n - 1] / 1e3);
+	{
+		int ahead = 0;
+
+		for (int i = 0; i < n; i++)
+			ahead += react[i] == 0;
+		printf("  %d of %d runs freed bytes before the bench's threshold (counted 0)\n",
+		       ahead, n);
+	}
+	fflush(stdout);
 	printf("ratio median reaction / direct purge: %.2f\n",
 	       (double)react[n / 2] / (double)direct[ROUNDS / 2]);
 	vrange_region_destroy(r);
 	return 0;
 }
 
-int main(void)
+static pid_t spawn_hog(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		for (;;)
+			__asm__ volatile("" ::: "memory");
+	return pid;
+}
+
+int main(int argc, char **argv)
 {
 	char mnt[256] = "", line[4096], val[32];
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	int status;
-	pid_t pid;
+	FILE *f;
+	int status, nhogs = 0;
+	pid_t pid, coord = -1, hogs[64];
+	bool hog = false;
 
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--coordinator") && i + 1 < argc)
+			coordinator = argv[++i];
+		else if (!strcmp(argv[i], "--hog"))
+			hog = true;
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+			rounds = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: %s [--coordinator VRANGECTL] [--hog] [--rounds N]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (rounds < 1 || rounds > 64)
+		rounds = ROUNDS;
+	f = fopen("/proc/self/mountinfo", "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		char m[256], fstype[64], super[512];
 		const char *sep = strstr(line, " - ");
@@ -235,6 +318,18 @@ int main(void)
 		rmdir(cg_dir);
 		return 0;
 	}
+	if (coordinator) {
+		coord = fork();
+		if (coord == 0) {
+			execl(coordinator, coordinator, "coordinate", "--foreground", (char *)NULL);
+			_exit(127);
+		}
+		usleep(300000);
+	}
+	for (long c = sysconf(_SC_NPROCESSORS_ONLN) - 1; hog && c > 0 && nhogs < 64; c--)
+		hogs[nhogs++] = spawn_hog();
+	if (hog)
+		printf("%d CPU hog(s) beside the bench\n", nhogs);
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
@@ -247,6 +342,17 @@ int main(void)
 		_exit(rc);
 	}
 	waitpid(pid, &status, 0);
+	for (int i = 0; i < nhogs; i++) {
+		kill(hogs[i], SIGKILL);
+		waitpid(hogs[i], NULL, 0);
+	}
+	if (coord > 0) {
+		kill(coord, SIGTERM);
+		waitpid(coord, NULL, 0);
+	}
+	if (WIFSIGNALED(status))
+		printf("bench child killed by signal %d (OOM: the purger was too late)\n",
+		       WTERMSIG(status));
 	for (int i = 0; i < 100 && rmdir(cg_dir) < 0 && errno == EBUSY; i++)
 		usleep(20000);
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {

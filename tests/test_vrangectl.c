@@ -8,6 +8,7 @@
  * Targets are tests/vrangectl_target, driven over pipes; vrangectl runs as
  * a child with a deadline, so a hang is a failure, not a stuck test.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -850,6 +851,89 @@ static void test_coordinator(const char *self)
 	stop(&t);
 }
 
+/* Descriptors of pid whose link contains what. */
+static int count_fds_of(pid_t pid, const char *what)
+{
+	char dir[64], path[384], link[512];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		ssize_t l;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		l = readlink(path, link, sizeof(link) - 1);
+		if (l <= 0)
+			continue;
+		link[l] = 0;
+		n += strstr(link, what) != NULL;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * The coordinator watches each group it serves with the in-process
+ * monitor's event sources (issue 25 item 7): for a process in a v1 memory
+ * cgroup with a limit, usage thresholds through eventfds on the group's
+ * memory.usage_in_bytes - not only polls.
+ */
+static void test_coordinator_events(void)
+{
+	char *fg[] = { (char *)ctl, "coordinate", "--foreground", NULL };
+	char mnt[] = "/sys/fs/cgroup/memory", dir[256], path[300], val[32];
+	int usage = 0, efds = 0, fd;
+	struct tgt t;
+	double end;
+	pid_t c;
+
+	if (geteuid() != 0 || access(mnt, W_OK) != 0) {
+		fprintf(stderr, "SKIP coordinator events: needs root and a v1 memory hierarchy\n");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/vrangectl-test-%d", mnt, (int)getpid());
+	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", dir);
+	if (mkdir(dir, 0755) < 0 || (fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "SKIP coordinator events: cannot make %s: %s\n", dir, strerror(errno));
+		rmdir(dir);
+		return;
+	}
+	CHECK(write(fd, "536870912", 9) == 9, "limit set");
+	close(fd);
+	t = spawn_target();
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	snprintf(val, sizeof(val), "%d", (int)t.pid);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && write(fd, val, strlen(val)) > 0, "target moved into %s", dir);
+	if (fd >= 0)
+		close(fd);
+	cmd(&t, "region evented 1024 zero");
+	cmd(&t, "mark 0 0 256");
+	c = fork();
+	if (c == 0) {
+		execv(fg[0], fg);
+		_exit(127);
+	}
+	for (end = now_s() + 5; now_s() < end; usleep(50000)) {
+		usage = count_fds_of(c, "memory.usage_in_bytes");
+		efds = count_fds_of(c, "[eventfd]");
+		if (usage >= 1 && efds >= 2)
+			break;
+	}
+	CHECK(usage >= 1 && efds >= 2, "the coordinator armed usage thresholds on the "
+	      "target's cgroup (%d usage files, %d eventfds open)", usage, efds);
+	kill(c, SIGTERM);
+	waitpid(c, NULL, 0);
+	stop(&t);
+	for (int i = 0; i < 100 && rmdir(dir) < 0 && errno == EBUSY; i++)
+		usleep(20000);
+}
+
 static uint64_t object_purged(pid_t pid, const char *kind)
 {
 	json_object *show = run_json(20, NULL, "show", pids(2, pid), "--json", NULL);
@@ -994,6 +1078,7 @@ int main(int argc, char **argv)
 	test_other_user();
 	test_hostile(argv[0]);
 	test_coordinator(argv[0]);
+	test_coordinator_events();
 	test_handover();
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);
