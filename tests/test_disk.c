@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -409,6 +410,45 @@ START_TEST(memory_purge_takes_cached_pages)
 				 VRANGE_PURGED);
 		free(b);
 		ck_assert_int_eq(vrange_fd_forget(fd), 0);
+		close(fd);
+		unlink(path);
+	}
+	if (!any)
+		TEST_SKIP("no file system could be mounted");
+}
+END_TEST
+
+/* vrange() on the application's own MAP_SHARED mapping of a disk file
+ * works as on the file; the mapping reads zeros where a range was punched. */
+START_TEST(vrange_on_a_mapping)
+{
+	int any = 0;
+
+	FOR_EACH_FS(f) {
+		char path[256];
+		unsigned char *m;
+		int fd, purged = -1;
+
+		any = 1;
+		path_in(f, "map", path, sizeof(path));
+		fd = make_file(path, 16);
+		m = mmap(NULL, 16 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		ck_assert_ptr_ne(m, MAP_FAILED);
+		ck_assert_int_eq(vrange(m + 4 * ps, 4 * ps, VRANGE_VOLATILE, NULL), 0);
+		ck_assert_int_eq(vrange_fd_is_volatile(fd, (off_t)(4 * ps), (off_t)ps), 1);
+		ck_assert_int_gt(vrange_purge_disk(f->dir, SIZE_MAX), 0);
+		ck_assert_int_eq(vrange(m + 4 * ps, 4 * ps, VRANGE_NONVOLATILE, &purged), 0);
+		ck_assert_int_eq(purged, 1);
+		for (size_t i = 4 * ps; i < 8 * ps; i += 512)
+			ck_assert_uint_eq(m[i], 0);
+		ck_assert_uint_eq(m[3 * ps], fill_byte(3));
+		ck_assert_uint_eq(m[8 * ps], fill_byte(8));
+		/* another page through the file, back through the mapping */
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, (off_t)(10 * ps), (off_t)ps), 0);
+		ck_assert_int_eq(vrange(m + 10 * ps, ps, VRANGE_NONVOLATILE, &purged), 0);
+		ck_assert_int_eq(purged, 0);
+		ck_assert_uint_eq(m[10 * ps], fill_byte(10));
+		munmap(m, 16 * ps);
 		close(fd);
 		unlink(path);
 	}
@@ -953,6 +993,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, reserve_gives_space_to_a_writer);
 	tcase_add_test(tc, random_kills);
 	tcase_add_test(tc, dirty_pages_not_written_back);
+	tcase_add_test(tc, vrange_on_a_mapping);
 	suite_add_tcase(s, tc);
 	return s;
 }
