@@ -1608,7 +1608,7 @@ out:
  * disk file for its page cache), a disk-space pass only the disk files of
  * *disk. */
 static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
-			    uint64_t max_seq, const dev_t *disk)
+			    bool skip_disk, uint64_t max_seq, const dev_t *disk)
 {
 	struct purge_cand *v;
 	size_t n = 0, cap = 0;
@@ -1622,7 +1622,7 @@ static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
 		/* A dormant file has no descriptor to punch with; a fork
 		 * child's inherited copy of process-local state may be stale. */
 		if ((skip_shared && f->shared) || f->dormant || f->inherited ||
-		    (disk && (!f->disk || f->dev != *disk)) ||
+		    (disk && (!f->disk || f->dev != *disk)) || (skip_disk && f->disk) ||
 		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;
@@ -1639,12 +1639,17 @@ static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
 ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 			 uint64_t max_seq)
 {
-	return oldest_where(out, skip_shared, max_seq, NULL);
+	return oldest_where(out, skip_shared, false, max_seq, NULL);
+}
+
+ssize_t vfile_oldest_no_disk(struct purge_cand **out, uint64_t max_seq)
+{
+	return oldest_where(out, false, true, max_seq, NULL);
 }
 
 ssize_t vfile_oldest_disk(struct purge_cand **out, dev_t dev, uint64_t max_seq)
 {
-	return oldest_where(out, false, max_seq, &dev);
+	return oldest_where(out, false, false, max_seq, &dev);
 }
 
 size_t vfile_disk_fs(struct vfile_disk_fs *out, size_t max)

@@ -86,7 +86,8 @@ uint64_t purge_run_of(uint64_t bytes, bool skip_shared)
 
 /* One pass: memory (disk NULL: every file but disk files) or the disk
  * space of one file system (*disk). */
-static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
+static uint64_t pass(uint64_t bytes, bool skip_shared, bool skip_disk,
+		     const dev_t *disk,
 		     void (*step)(struct vfile *f, uint64_t freed, void *arg),
 		     void *arg)
 {
@@ -119,7 +120,8 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 	 */
 	pass_start = vr_seq_barrier();
 	got = disk ? vfile_oldest_disk(&h, *disk, pass_start) :
-		     vfile_oldest_all(&h, skip_shared, pass_start);
+	      skip_disk ? vfile_oldest_no_disk(&h, pass_start) :
+			  vfile_oldest_all(&h, skip_shared, pass_start);
 	n = got > 0 ? (size_t)got : 0;
 	for (size_t i = n / 2; i-- > 0;)
 		sift_down(h, n, i);
@@ -160,19 +162,24 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 			void (*step)(struct vfile *f, uint64_t freed, void *arg),
 			void *arg)
 {
-	return pass(bytes, skip_shared, NULL, step, arg);
+	return pass(bytes, skip_shared, false, NULL, step, arg);
+}
+
+uint64_t purge_run_no_disk(uint64_t bytes)
+{
+	return pass(bytes, false, true, NULL, NULL, NULL);
 }
 
 uint64_t purge_run_disk(dev_t dev, uint64_t bytes)
 {
-	return pass(bytes, false, &dev, NULL, NULL);
+	return pass(bytes, false, false, &dev, NULL, NULL);
 }
 
 uint64_t purge_run_disk_each(dev_t dev, uint64_t bytes,
 			     void (*step)(struct vfile *f, uint64_t freed, void *arg),
 			     void *arg)
 {
-	return pass(bytes, false, &dev, step, arg);
+	return pass(bytes, false, false, &dev, step, arg);
 }
 
 ssize_t vrange_purge(size_t bytes)
