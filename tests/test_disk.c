@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -450,6 +451,69 @@ START_TEST(vrange_on_a_mapping)
 		ck_assert_int_eq(purged, 0);
 		ck_assert_uint_eq(m[10 * ps], fill_byte(10));
 		munmap(m, 16 * ps);
+		close(fd);
+		unlink(path);
+	}
+	if (!any)
+		TEST_SKIP("no file system could be mounted");
+}
+END_TEST
+
+/* Where the record cannot hold more, nothing more is punched, the pages
+ * stay volatile and whole, and the stats say why; a malformed record
+ * counts as every page purged. */
+START_TEST(record_full_and_malformed)
+{
+	int any = 0;
+
+	FOR_EACH_FS(f) {
+		char path[256];
+		struct vrange_stats s;
+		size_t npg = 400, punched = 0, intact = 0;
+		int fd;
+
+		any = 1;
+		path_in(f, "full", path, sizeof(path));
+		fd = make_file(path, npg);
+		/* 200 separate pages: more runs than a record holds (120) */
+		for (size_t pg = 0; pg < npg; pg += 2)
+			ck_assert_int_eq(vrange_fd_mark_volatile(fd, (off_t)(pg * ps),
+								 (off_t)ps), 0);
+		vrange_purge_disk(f->dir, SIZE_MAX);
+		ck_assert_int_eq(vrange_get_stats(&s), 0);
+		ck_assert_uint_eq(s.disk_unpunchable, 1);
+		ck_assert_str_eq(s.disk_unpunchable_why, "its record of punched ranges is full");
+		for (size_t pg = 0; pg < npg; pg += 2) {
+			int r = vrange_fd_mark_nonvolatile(fd, (off_t)(pg * ps), (off_t)ps);
+
+			if (r == VRANGE_PURGED) {
+				punched++;
+				ck_assert(page_all(fd, pg, 0));
+			} else {
+				ck_assert_int_eq(r, VRANGE_INTACT);
+				ck_assert(page_all(fd, pg, fill_byte(pg)));
+				intact++;
+			}
+		}
+		ck_assert_uint_gt(punched, 0);
+		ck_assert_uint_le(punched, 120);
+		ck_assert_uint_gt(intact, 0);
+		ck_assert_int_eq(vrange_fd_forget(fd), 0);
+		close(fd);
+		unlink(path);
+
+		/* a record that is not ours: every page counts as purged */
+		path_in(f, "bad", path, sizeof(path));
+		fd = make_file(path, 4);
+		ck_assert_int_eq(fsetxattr(fd, "user.vrange.purged", "garbage", 7, 0), 0);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(3 * ps), (off_t)ps),
+				 VRANGE_PURGED);
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, 0, (off_t)ps), 0);
+		ck_assert_int_eq(vrange_purge_disk(f->dir, SIZE_MAX), 0);
+		ck_assert(page_all(fd, 0, fill_byte(0)));
+		ck_assert_int_eq(vrange_get_stats(&s), 0);
+		ck_assert_uint_eq(s.disk_unpunchable, 1);
+		ck_assert_int_eq(vrange_fd_forget(fd), 0);
 		close(fd);
 		unlink(path);
 	}
@@ -1027,6 +1091,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, random_kills);
 	tcase_add_test(tc, dirty_pages_not_written_back);
 	tcase_add_test(tc, vrange_on_a_mapping);
+	tcase_add_test(tc, record_full_and_malformed);
 	suite_add_tcase(s, tc);
 	return s;
 }
