@@ -1029,6 +1029,10 @@ static bool has_sigbus_map(const struct vfile *f)
 	return false;
 }
 
+/* The one reason a disk file stops being punched that goes away: an unmark
+ * that takes runs out of the record makes room again. */
+static const char record_full[] = "its record of punched ranges is full";
+
 /* keep_record: vrange_fd_forget's clear - pages a disk file had punched
  * stay in its record (contract 9: still VRANGE_PURGED for a later unmark). */
 static int mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end,
@@ -1063,10 +1067,13 @@ static int mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end,
 	}
 	/* Reported, so forgotten: the record follows the tree, under the
 	 * same lock hold (a purge adding these pages again waits for it). */
-	if (r == 0 && purged && f->disk && !keep_record &&
-	    disk_record_clear(f->fd, start, end) < 0)
-		vr_debug("disk file %lu: its record kept pages an unmark reported",
-			 (unsigned long)f->ino);
+	if (r == 0 && purged && f->disk && !keep_record) {
+		if (disk_record_clear(f->fd, start, end) < 0)
+			vr_debug("disk file %lu: its record kept pages an unmark reported",
+				 (unsigned long)f->ino);
+		else if (f->disk_refused == record_full)
+			f->disk_refused = NULL;
+	}
 	if (r == 0)
 		r = purged ? VRANGE_PURGED : VRANGE_INTACT;
 out:
@@ -1387,7 +1394,7 @@ static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 				 (unsigned long)f->ino);
 		*pages -= b->end[i] - b->start[i];
 	}
-	f->disk_refused = r == -E2BIG ? "its record of punched ranges is full" :
+	f->disk_refused = r == -E2BIG ? record_full :
 			  r == -EIO ? "its record could not be made durable" :
 				      "the file system refuses the record";
 	vr_debug("disk file %lu is not punched: %s (%s)", (unsigned long)f->ino,

@@ -498,6 +498,16 @@ START_TEST(record_full_and_malformed)
 		ck_assert_uint_gt(punched, 0);
 		ck_assert_uint_le(punched, 120);
 		ck_assert_uint_gt(intact, 0);
+		/* reported, the record is empty again: punching resumes */
+		ck_assert_int_eq(vrange_get_stats(&s), 0);
+		ck_assert_uint_eq(s.disk_unpunchable, 0);
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, (off_t)(1 * ps), (off_t)ps), 0);
+		/* one block out of a fragmented file may free nothing net (an
+		 * extent split): the hole is what counts */
+		ck_assert_int_ge(vrange_purge_disk(f->dir, SIZE_MAX), 0);
+		ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(1 * ps), (off_t)ps),
+				 VRANGE_PURGED);
+		ck_assert(page_all(fd, 1, 0));
 		ck_assert_int_eq(vrange_fd_forget(fd), 0);
 		close(fd);
 		unlink(path);
