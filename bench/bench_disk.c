@@ -150,27 +150,34 @@ static void bench_fs(const char *type)
 	close(fd);
 	close(mfd);
 
-	/* purge throughput, clean data */
-	fd = fill(path, 64 * MIB, true);
-	for (int i = 0; i < 64; i++)
-		vrange_fd_mark_volatile(fd, (off_t)i * MIB, MIB);
-	lib = now_ns();
-	if (vrange_purge_disk(dir, SIZE_MAX) <= 0)
-		die("vrange_purge_disk", EIO);
-	lib = now_ns() - lib;
-	vrange_fd_mark_nonvolatile(fd, 0, 64 * MIB);
-	vrange_fd_forget(fd);
-	close(fd);
-	fd = fill(path, 64 * MIB, true);
-	raw = now_ns();
-	for (int i = 0; i < 64; i++)
-		if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)i * MIB,
-			      MIB) < 0)
-			die("fallocate", errno);
-	raw = now_ns() - raw;
-	close(fd);
-	printf("%-6s purge 64 MiB in 64 ranges: library %.2f ms, raw punch %.2f ms: "
-	       "throughput %.2fx of raw\n", type, lib / 1e6, raw / 1e6, raw / lib);
+	/* purge throughput, clean data: the best of five of each */
+	lib = raw = 1e18;
+	for (int rep = 0; rep < 5; rep++) {
+		double t;
+
+		fd = fill(path, 64 * MIB, true);
+		for (int i = 0; i < 64; i++)
+			vrange_fd_mark_volatile(fd, (off_t)i * MIB, MIB);
+		t = now_ns();
+		if (vrange_purge_disk(dir, SIZE_MAX) <= 0)
+			die("vrange_purge_disk", EIO);
+		t = now_ns() - t;
+		lib = t < lib ? t : lib;
+		vrange_fd_mark_nonvolatile(fd, 0, 64 * MIB);
+		vrange_fd_forget(fd);
+		close(fd);
+		fd = fill(path, 64 * MIB, true);
+		t = now_ns();
+		for (int i = 0; i < 64; i++)
+			if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      (off_t)i * MIB, MIB) < 0)
+				die("fallocate", errno);
+		t = now_ns() - t;
+		raw = t < raw ? t : raw;
+		close(fd);
+	}
+	printf("%-6s purge 64 MiB in 64 ranges (best of 5): library %.2f ms, raw punch "
+	       "%.2f ms: throughput %.2fx of raw\n", type, lib / 1e6, raw / 1e6, raw / lib);
 
 	/* dirty data: what reaches the device */
 	sync();

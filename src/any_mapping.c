@@ -40,6 +40,8 @@
 #include <unistd.h>
 
 #include "any_mapping.h"
+#include "disk_file.h"
+#include "disk_reserve.h"
 #include "file_state.h"
 #include "seqlock.h"
 #include "shmem.h"
@@ -486,6 +488,9 @@ static int classify_shared(const struct vma *v, struct known *k)
 		if (fd < 0)
 			return fd;
 		r = shmem_check_fd(fd, &st);
+		/* A regular file of a file system that punches (contract 9). */
+		if (r == -EOPNOTSUPP && S_ISREG(st.st_mode))
+			r = disk_check_fd(fd, &st);
 		if (r == 0)
 			r = vfile_get(fd, &st, &f);
 		close(fd);
@@ -495,7 +500,9 @@ static int classify_shared(const struct vma *v, struct known *k)
 	vfile_note_app_mapped(f);
 	k->file = f;
 	k->pgoff = (v->offset + (k->start - v->start)) >> vr_page_shift;
-	k->map = arm_map(f, v, k);
+	/* userfaultfd cannot watch a disk file's pages: such a mapping reads
+	 * zeros where a range was punched (contract 9), and is no fallback. */
+	k->map = f->disk ? NULL : arm_map(f, v, k);
 	return 0;
 }
 
@@ -699,8 +706,12 @@ static int apply_one(const struct known *k, uintptr_t a, uintptr_t e, int mode,
 		ps = k->pgoff + ((a - k->start) >> vr_page_shift);
 		pe = ps + ((e - a) >> vr_page_shift);
 	}
-	if (mode == VRANGE_VOLATILE)
-		return vfile_mark_volatile(k->file ? k->file : anon_file, ps, pe, 0);
+	if (mode == VRANGE_VOLATILE) {
+		r = vfile_mark_volatile(k->file ? k->file : anon_file, ps, pe, 0);
+		if (r == 0 && k->file && k->file->disk && !k->file->disk_refused)
+			disk_reserve_kick(); /* contract 9: the reserve watches */
+		return r;
+	}
 	r = vfile_mark_nonvolatile(k->file ? k->file : anon_file, ps, pe);
 	/*
 	 * The table entry may be stale: the memory that was marked and

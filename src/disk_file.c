@@ -138,6 +138,8 @@ static int read_record(int fd, struct record *rec)
 
 	if (n < 0) {
 		rec->n = 0;
+		if (errno == ERANGE) /* larger than any record we write */
+			return -EIO;
 		return errno == ENODATA || errno == EOPNOTSUPP ? 0 : -errno;
 	}
 	if ((size_t)n < offsetof(struct record, r) ||

@@ -1152,6 +1152,10 @@ static bool has_sigbus_map(const struct vfile *f)
 	return false;
 }
 
+/* The one reason a disk file stops being punched that goes away: an unmark
+ * that takes runs out of the record makes room again. */
+static const char record_full[] = "its record of punched ranges is full";
+
 /* keep_record: vrange_fd_forget's clear - pages a disk file had punched
  * stay in its record (contract 9: still VRANGE_PURGED for a later unmark). */
 static int mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end,
@@ -1186,10 +1190,13 @@ static int mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end,
 	}
 	/* Reported, so forgotten: the record follows the tree, under the
 	 * same lock hold (a purge adding these pages again waits for it). */
-	if (r == 0 && purged && f->disk && !keep_record &&
-	    disk_record_clear(f->fd, start, end) < 0)
-		vr_debug("disk file %lu: its record kept pages an unmark reported",
-			 (unsigned long)f->ino);
+	if (r == 0 && purged && f->disk && !keep_record) {
+		if (disk_record_clear(f->fd, start, end) < 0)
+			vr_debug("disk file %lu: its record kept pages an unmark reported",
+				 (unsigned long)f->ino);
+		else if (f->disk_refused == record_full)
+			f->disk_refused = NULL;
+	}
 	if (r == 0)
 		r = purged ? VRANGE_PURGED : VRANGE_INTACT;
 out:
@@ -1511,7 +1518,7 @@ static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 				 (unsigned long)f->ino);
 		*pages -= b->end[i] - b->start[i];
 	}
-	f->disk_refused = r == -E2BIG ? "its record of punched ranges is full" :
+	f->disk_refused = r == -E2BIG ? record_full :
 			  r == -EIO ? "its record could not be made durable" :
 				      "the file system refuses the record";
 	vr_debug("disk file %lu is not punched: %s (%s)", (unsigned long)f->ino,
@@ -1740,7 +1747,7 @@ out:
  * disk file for its page cache), a disk-space pass only the disk files of
  * *disk. */
 static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
-			    uint64_t max_seq, const dev_t *disk)
+			    bool skip_disk, uint64_t max_seq, const dev_t *disk)
 {
 	struct purge_cand *v;
 	size_t n = 0, cap = 0;
@@ -1754,7 +1761,7 @@ static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
 		/* A dormant file has no descriptor to punch with; a fork
 		 * child's inherited copy of process-local state may be stale. */
 		if ((skip_shared && f->shared) || f->dormant || f->inherited ||
-		    (disk && (!f->disk || f->dev != *disk)) ||
+		    (disk && (!f->disk || f->dev != *disk)) || (skip_disk && f->disk) ||
 		    vfile_peek_oldest(f, max_seq, &rr) <= 0)
 			continue;
 		f->refs++;
@@ -1771,12 +1778,17 @@ static ssize_t oldest_where(struct purge_cand **out, bool skip_shared,
 ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 			 uint64_t max_seq)
 {
-	return oldest_where(out, skip_shared, max_seq, NULL);
+	return oldest_where(out, skip_shared, false, max_seq, NULL);
+}
+
+ssize_t vfile_oldest_no_disk(struct purge_cand **out, uint64_t max_seq)
+{
+	return oldest_where(out, false, true, max_seq, NULL);
 }
 
 ssize_t vfile_oldest_disk(struct purge_cand **out, dev_t dev, uint64_t max_seq)
 {
-	return oldest_where(out, false, max_seq, &dev);
+	return oldest_where(out, false, false, max_seq, &dev);
 }
 
 size_t vfile_disk_fs(struct vfile_disk_fs *out, size_t max)

@@ -286,6 +286,8 @@ struct purge_cand {
  * taken: the count (and *out, to free), or -ENOMEM. */
 ssize_t vfile_oldest_all(struct purge_cand **out, bool skip_shared,
 			 uint64_t max_seq) VR_HIDDEN;
+/* The same without disk files (the budget: it counts library files). */
+ssize_t vfile_oldest_no_disk(struct purge_cand **out, uint64_t max_seq) VR_HIDDEN;
 /* The same for one purge of disk space: only disk files of file system dev.
  * (vfile_oldest_all takes disk files too, for the memory they hold.) */
 ssize_t vfile_oldest_disk(struct purge_cand **out, dev_t dev,

@@ -459,16 +459,22 @@ static bool parent_dir(char *dir, size_t stop_len)
  */
 static bool leave_shared;
 
+/* Volatile bytes of memory: a disk file's volatile pages are disk space
+ * (a memory pass takes only those in the page cache), so they are not
+ * what a share of "the volatile bytes" is taken from. */
 static uint64_t volatile_bytes_now(void)
 {
-	uint64_t files, vol, purged, resident;
+	uint64_t files, vol, purged, resident, dvol, dpurged, refused;
+	const char *why;
 
 	vfile_totals(&files, &vol, &purged, &resident);
-	return vol << vr_page_shift;
+	vfile_disk_totals(&dvol, &dpurged, &refused, &why);
+	return (vol > dvol ? vol - dvol : 0) << vr_page_shift;
 }
 
 /* Free up to bytes in bounded steps; logs the reaction time of the first. */
-static uint64_t purge_bytes(uint64_t bytes, const char *why, uint64_t t0_us)
+static uint64_t purge_bytes(uint64_t bytes, const char *why, uint64_t t0_us,
+			    bool for_budget)
 {
 	uint64_t freed = 0;
 
@@ -481,7 +487,7 @@ static uint64_t purge_bytes(uint64_t bytes, const char *why, uint64_t t0_us)
 			step = VFILE_CHUNK_BYTES;
 		else if (step > PURGE_STEP)
 			step = PURGE_STEP;
-		got = purge_run_of(step, leave_shared);
+		got = for_budget ? purge_run_no_disk(step) : purge_run_of(step, leave_shared);
 		if (freed == 0 && t0_us)
 			vr_debug("%s: first %" PRIu64 " bytes freed %" PRIu64
 				 " us after the event", why, got, now_us() - t0_us);
@@ -521,7 +527,7 @@ static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
 	if (want > vol)
 		want = vol;
 	leave_shared = leave;
-	freed = purge_bytes(want, why, t0_us);
+	freed = purge_bytes(want, why, t0_us, false);
 	leave_shared = false;
 	vr_debug("%s: usage %" PRIu64 " limit %" PRIu64 ": purged %" PRIu64
 		 " of %" PRIu64 " volatile bytes", why, usage, limit, freed, vol);
@@ -615,9 +621,10 @@ static void enforce_budget(void)
 		return;
 	for (int i = 0; i < 64 && !atomic_load(&stop_req); i++) {
 		vfile_totals(&files, &vol, &purged, &resident);
-		if (resident <= b || vol == 0)
+		if (resident <= b || volatile_bytes_now() == 0)
 			break;
-		if (purge_bytes(resident - b, NULL, 0) == 0)
+		/* disk files' pages are not in the budget's count */
+		if (purge_bytes(resident - b, NULL, 0, true) == 0)
 			break;
 	}
 }

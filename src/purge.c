@@ -23,9 +23,12 @@
 #include "vrange.h"
 
 /* One purger at a time keeps the global order and the counters exact.
- * Passes for disk space have a lock of their own: they take only disk
- * files, which memory passes never take, and a step of theirs waits for
- * an fsync (disk_file.h) - a memory purge must not wait behind that. */
+ * Passes for disk space have a lock of their own: each of their steps
+ * waits for a commit (disk_file.h), and a memory purge must not wait for a
+ * whole disk pass.  A memory pass and a disk pass may then meet on one
+ * disk file: their steps take its lock one after the other, and each step
+ * reads the file's oldest range afresh under it (the order between the two
+ * passes is approximate, what they discard is exact). */
 static pthread_mutex_t purge_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t disk_purge_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t n_purges, n_purged_total, n_events, n_refills,
@@ -110,9 +113,11 @@ uint64_t purge_run_of(uint64_t bytes, bool skip_shared)
 	return purge_run_each(bytes, skip_shared, NULL, NULL);
 }
 
-/* One pass: memory (disk NULL: every file but disk files) or the disk
- * space of one file system (*disk). */
-static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
+/* One pass: memory (disk NULL: every file, a disk file for its page
+ * cache; skip_disk: none of those) or the disk space of one file system
+ * (*disk). */
+static uint64_t pass(uint64_t bytes, bool skip_shared, bool skip_disk,
+		     const dev_t *disk,
 		     void (*step)(struct vfile *f, uint64_t freed, void *arg),
 		     void *arg)
 {
@@ -146,7 +151,8 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, const dev_t *disk,
 	 */
 	pass_start = vr_seq_barrier();
 	got = disk ? vfile_oldest_disk(&h, *disk, pass_start) :
-		     vfile_oldest_all(&h, skip_shared, pass_start);
+	      skip_disk ? vfile_oldest_no_disk(&h, pass_start) :
+			  vfile_oldest_all(&h, skip_shared, pass_start);
 	n = got > 0 ? (size_t)got : 0;
 	for (size_t i = n / 2; i-- > 0;)
 		sift_down(h, n, i);
@@ -193,19 +199,24 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 			void (*step)(struct vfile *f, uint64_t freed, void *arg),
 			void *arg)
 {
-	return pass(bytes, skip_shared, NULL, step, arg);
+	return pass(bytes, skip_shared, false, NULL, step, arg);
+}
+
+uint64_t purge_run_no_disk(uint64_t bytes)
+{
+	return pass(bytes, false, true, NULL, NULL, NULL);
 }
 
 uint64_t purge_run_disk(dev_t dev, uint64_t bytes)
 {
-	return pass(bytes, false, &dev, NULL, NULL);
+	return pass(bytes, false, false, &dev, NULL, NULL);
 }
 
 uint64_t purge_run_disk_each(dev_t dev, uint64_t bytes,
 			     void (*step)(struct vfile *f, uint64_t freed, void *arg),
 			     void *arg)
 {
-	return pass(bytes, false, &dev, step, arg);
+	return pass(bytes, false, false, &dev, step, arg);
 }
 
 ssize_t vrange_purge(size_t bytes)

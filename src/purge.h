@@ -25,6 +25,9 @@ uint64_t purge_run_each(uint64_t bytes, bool skip_shared,
 			void (*step)(struct vfile *f, uint64_t freed, void *arg),
 			void *arg) VR_HIDDEN;
 
+/* The same passing over disk files (the budget, which counts library
+ * files' memory: a disk file's page cache is not in its count). */
+uint64_t purge_run_no_disk(uint64_t bytes) VR_HIDDEN;
 /* The same over the disk files of file system dev only: the blocks they
  * give back (st_blocks), for vrange_purge_disk and the reserve worker. */
 uint64_t purge_run_disk(dev_t dev, uint64_t bytes) VR_HIDDEN;
