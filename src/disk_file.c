@@ -105,10 +105,43 @@ int disk_check_writable(int fd)
 	return 0;
 }
 
+static int open_journal(int fd, dev_t dev);
+
+/*
+ * Does punching work on fd's file system?  Asked of a file of our own
+ * where one can be made (an O_TMPFILE in the file's directory: nobody
+ * else writes it), else of the file itself 64 KiB past its end, where no
+ * data is (at most blocks preallocated with KEEP_SIZE, which read as
+ * zeros; an application appending there at this very moment could lose
+ * what it wrote: only where no temporary file can be made).  0 or -errno.
+ */
+static int probe(int fd, const struct stat *st)
+{
+	int t = open_journal(fd, st->st_dev), r = 0;
+	char page[4096] = { 1 };
+	off_t at;
+
+	if (t >= 0) {
+		if (pwrite(t, page, sizeof(page), 0) != (ssize_t)sizeof(page) ||
+		    fallocate(t, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			      sizeof(page)) < 0)
+			r = -errno;
+		close(t);
+		/* a refusal of the temporary file (no room to write it) is
+		 * not the file system's answer: ask the file itself */
+		if (r == 0 || r == -EOPNOTSUPP || r == -ENOSYS)
+			return r;
+		r = 0;
+	}
+	at = (off_t)(((uint64_t)st->st_size + 65535) & ~(uint64_t)65535);
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at, 65536) < 0)
+		r = -errno;
+	return r;
+}
+
 int disk_check_fd(int fd, const struct stat *st)
 {
 	int k, r = 0;
-	off_t at;
 
 	if (!S_ISREG(st->st_mode))
 		return -EOPNOTSUPP;
@@ -119,12 +152,7 @@ int disk_check_fd(int fd, const struct stat *st)
 		return -EBADF;
 	if (k == 1)
 		return 0;
-	/* The probe punches 64 KiB past the end of the file, where no data
-	 * is (at most blocks the application preallocated with KEEP_SIZE,
-	 * which read as zeros anyway). */
-	at = (off_t)(((uint64_t)st->st_size + 65535) & ~(uint64_t)65535);
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at, 65536) < 0)
-		r = -errno;
+	r = probe(fd, st);
 	if (r == 0 || r == -EOPNOTSUPP || r == -ENOSYS)
 		remember(st->st_dev, r == 0);
 	if (r == -EBADF)
@@ -340,7 +368,38 @@ void disk_test_after_record(void)
 		kill(getpid(), SIGKILL);
 }
 
+/*
+ * The record's read-modify-write is the file's, not one state's: processes
+ * that cannot share a state (other users: see docs/design.md) keep one
+ * each, and a lost update of the record could leave a punched page out of
+ * it.  An OFD lock far past any data (user.vrange's is the byte after)
+ * makes each update whole.  Within one state the tree lock already orders
+ * them (threads of one process share our descriptor's lock).
+ */
+static void record_lock(int fd, short type)
+{
+	struct flock fl = {
+		.l_type = type, .l_whence = SEEK_SET,
+		.l_start = INT64_MAX - 2, .l_len = 1,
+	};
+
+	while (fcntl(fd, F_OFD_SETLKW, &fl) < 0 && errno == EINTR)
+		;
+}
+
+static int record_add(int fd, const uint64_t *start, const uint64_t *end, uint32_t n);
+
 int disk_record_add(int fd, const uint64_t *start, const uint64_t *end, uint32_t n)
+{
+	int r;
+
+	record_lock(fd, F_WRLCK);
+	r = record_add(fd, start, end, n);
+	record_lock(fd, F_UNLCK);
+	return r;
+}
+
+static int record_add(int fd, const uint64_t *start, const uint64_t *end, uint32_t n)
 {
 	struct record rec;
 	int r = read_record(fd, &rec);
@@ -362,7 +421,19 @@ int disk_record_add(int fd, const uint64_t *start, const uint64_t *end, uint32_t
 	return r;
 }
 
+static int record_clear(int fd, uint64_t start, uint64_t end);
+
 int disk_record_clear(int fd, uint64_t start, uint64_t end)
+{
+	int r;
+
+	record_lock(fd, F_WRLCK);
+	r = record_clear(fd, start, end);
+	record_lock(fd, F_UNLCK);
+	return r;
+}
+
+static int record_clear(int fd, uint64_t start, uint64_t end)
 {
 	struct record rec, out;
 	int r = read_record(fd, &rec);
