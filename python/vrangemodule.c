@@ -64,6 +64,40 @@ static int conv_size_or_none(PyObject *o, void *out)
 	return conv_size(o, out);
 }
 
+/* "O&" converter: a re-creation cost, None or 1 .. 2**32 - 1 (None stored as
+ * 0: the default of the call).  TypeError if not an int, ValueError if 0,
+ * negative or too large. */
+static int conv_cost(PyObject *o, void *out)
+{
+	unsigned long long v;
+
+	if (o == Py_None) {
+		*(uint32_t *)out = 0;
+		return 1;
+	}
+	if (!PyLong_Check(o) && !PyIndex_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "cost must be an int or None, not %.100s",
+			     Py_TYPE(o)->tp_name);
+		return 0;
+	}
+	o = PyNumber_Index(o);
+	if (!o)
+		return 0;
+	v = PyLong_AsUnsignedLongLong(o);
+	Py_DECREF(o);
+	if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+		PyErr_Clear(); /* negative (OverflowError) or too large */
+		v = 0;
+	}
+	if (v == 0 || v > UINT32_MAX) {
+		PyErr_SetString(PyExc_ValueError,
+				"cost must be between 1 and 4294967295 (or None)");
+		return 0;
+	}
+	*(uint32_t *)out = (uint32_t)v;
+	return 1;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Counters: one row per field of the library's structs, so that a field
  * appended to them is one more row here. */
@@ -163,18 +197,11 @@ static void region_lock(Region *self)
 
 /* offset=0, length=None (to the end) -> [*off, *off + *len), inside the
  * region (ValueError if not). */
-static int region_span(Region *self, PyObject *args, PyObject *kw,
-		       const char *fmt, size_t *off, size_t *len)
+static int region_check_span(Region *self, Py_ssize_t o, Py_ssize_t l,
+			     size_t *off, size_t *len)
 {
-	static char *kwlist[] = { "offset", "length", NULL };
-	Py_ssize_t o = 0, l = -1;
-	size_t size;
+	size_t size = vrange_region_size(self->r);
 
-	if (!region_open(self) ||
-	    !PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, conv_size, &o,
-					 conv_size_or_none, &l))
-		return -1;
-	size = vrange_region_size(self->r);
 	if ((size_t)o > size || (l >= 0 && (size_t)l > size - (size_t)o)) {
 		PyErr_Format(PyExc_ValueError,
 			     "range runs past the end of the region (%zu bytes)", size);
@@ -183,6 +210,19 @@ static int region_span(Region *self, PyObject *args, PyObject *kw,
 	*off = (size_t)o;
 	*len = l < 0 ? size - (size_t)o : (size_t)l;
 	return 0;
+}
+
+static int region_span(Region *self, PyObject *args, PyObject *kw,
+		       const char *fmt, size_t *off, size_t *len)
+{
+	static char *kwlist[] = { "offset", "length", NULL };
+	Py_ssize_t o = 0, l = -1;
+
+	if (!region_open(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, conv_size, &o,
+					 conv_size_or_none, &l))
+		return -1;
+	return region_check_span(self, o, l, off, len);
 }
 
 static PyObject *Region_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -237,19 +277,55 @@ static void Region_dealloc(Region *self)
 }
 
 PyDoc_STRVAR(Region_mark_volatile_doc,
-"mark_volatile(offset=0, length=None)\n--\n\n"
+"mark_volatile(offset=0, length=None, cost=None)\n--\n\n"
 "Mark the whole pages inside [offset, offset + length) volatile: the library\n"
 "may discard them when memory runs short.  length None means to the end.\n"
-"A page only partly inside the range is left as it is.");
+"A page only partly inside the range is left as it is.\n\n"
+"cost: the relative cost of re-creating one page of the range (1 to\n"
+"2**32 - 1; 1 is the default of every mark); None means the region's cost\n"
+"(set_cost(), 1 unless set).  Within a priority a dearer range outlives\n"
+"cheaper ones marked at the same time, but not forever.  0 is ValueError.");
 
 static PyObject *Region_mark_volatile(Region *self, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "offset", "length", "cost", NULL };
+	Py_ssize_t o = 0, l = -1;
+	uint32_t cost = 0;
 	size_t off, len;
 	int err;
 
-	if (region_span(self, args, kw, "|O&O&:mark_volatile", &off, &len) < 0)
+	if (!region_open(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "|O&O&O&:mark_volatile", kwlist,
+					 conv_size, &o, conv_size_or_none, &l,
+					 conv_cost, &cost) ||
+	    region_check_span(self, o, l, &off, &len) < 0)
 		return NULL;
-	err = vrange_mark_volatile(self->r, off, len);
+	err = cost ? vrange_mark_volatile_cost(self->r, off, len, cost)
+		   : vrange_mark_volatile(self->r, off, len);
+	if (err < 0)
+		return raise_errno(err);
+	Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Region_set_cost_doc,
+"set_cost(cost)\n--\n\n"
+"The relative cost of re-creating one page, for the region's later marks\n"
+"that give none (mark_volatile() with cost None, pinned()): 1 to\n"
+"2**32 - 1, 1 unless set.  Ranges already volatile keep theirs until marked\n"
+"again.  0 (or None) is ValueError.");
+
+static PyObject *Region_set_cost(Region *self, PyObject *arg)
+{
+	uint32_t cost;
+	int err;
+
+	if (!region_open(self) || !conv_cost(arg, &cost))
+		return NULL;
+	if (!cost) {
+		PyErr_SetString(PyExc_ValueError, "cost must be between 1 and 4294967295");
+		return NULL;
+	}
+	err = vrange_region_set_cost(self->r, cost);
 	if (err < 0)
 		return raise_errno(err);
 	Py_RETURN_NONE;
@@ -515,6 +591,7 @@ static PyGetSetDef Region_getset[] = {
 static PyMethodDef Region_methods[] = {
 	{ "mark_volatile", (PyCFunction)(void (*)(void))Region_mark_volatile,
 	  METH_VARARGS | METH_KEYWORDS, Region_mark_volatile_doc },
+	{ "set_cost", (PyCFunction)Region_set_cost, METH_O, Region_set_cost_doc },
 	{ "mark_nonvolatile", (PyCFunction)(void (*)(void))Region_mark_nonvolatile,
 	  METH_VARARGS | METH_KEYWORDS, Region_mark_nonvolatile_doc },
 	{ "is_volatile", (PyCFunction)(void (*)(void))Region_is_volatile,
@@ -616,14 +693,16 @@ static int cache_lookup(Cache *self, PyObject *key, const void **val, size_t *vl
 
 static PyObject *Cache_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "name", "max_bytes", "priority", NULL };
+	static char *kwlist[] = { "name", "max_bytes", "priority", "cost", NULL };
 	struct vrange_cache_opts opts = { .struct_size = sizeof(opts) };
 	Py_ssize_t max_bytes = 0;
 	Cache *self;
 	int err;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zO&i:Cache", kwlist, &opts.name,
-					 conv_size, &max_bytes, &opts.priority))
+	/* cost None: 0 in opts, the library's default (1). */
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zO&iO&:Cache", kwlist, &opts.name,
+					 conv_size, &max_bytes, &opts.priority,
+					 conv_cost, &opts.cost))
 		return NULL;
 	opts.max_bytes = (size_t)max_bytes;
 	self = (Cache *)type->tp_alloc(type, 0);
@@ -644,19 +723,28 @@ static void Cache_dealloc(Cache *self)
 }
 
 PyDoc_STRVAR(Cache_put_doc,
-"put(key, value)\n--\n\n"
+"put(key, value, cost=None)\n--\n\n"
 "Copy value (bytes-like, at least 1 byte) into the cache under key\n"
 "(bytes-like, 1 to 4096 bytes), replacing the key's entry.  The value is\n"
 "volatile until it is got: it may be purged when memory runs short.\n"
-"OSError E2BIG if it is larger than max_bytes.");
+"OSError E2BIG if it is larger than max_bytes.\n\n"
+"cost: the relative cost of re-creating one page of this value (1 to\n"
+"2**32 - 1); None means the cache's cost (Cache(cost=...), 1 unless set).\n"
+"A dearer value outlives cheaper ones put at the same time, but not\n"
+"forever; values sharing a page are purged at the dearest cost put on it.\n"
+"0 is ValueError.");
 
-static PyObject *Cache_put(Cache *self, PyObject *args)
+static PyObject *Cache_put(Cache *self, PyObject *args, PyObject *kw)
 {
+	static char *kwlist[] = { "key", "value", "cost", NULL };
 	PyObject *key, *value;
+	uint32_t cost = 0;
 	Py_buffer kb, vb;
 	int err, empty;
 
-	if (!cache_open(self) || !PyArg_ParseTuple(args, "OO:put", &key, &value) ||
+	if (!cache_open(self) ||
+	    !PyArg_ParseTupleAndKeywords(args, kw, "OO|O&:put", kwlist, &key, &value,
+					 conv_cost, &cost) ||
 	    get_key(key, &kb) < 0)
 		return NULL;
 	if (PyObject_GetBuffer(value, &vb, PyBUF_SIMPLE) < 0) {
@@ -664,8 +752,14 @@ static PyObject *Cache_put(Cache *self, PyObject *args)
 		return NULL;
 	}
 	empty = vb.len == 0;
-	err = empty ? 0 : vrange_cache_put(self->c, kb.buf, (size_t)kb.len,
-					   vb.buf, (size_t)vb.len);
+	if (empty)
+		err = 0;
+	else if (cost)
+		err = vrange_cache_put_cost(self->c, kb.buf, (size_t)kb.len,
+					    vb.buf, (size_t)vb.len, cost);
+	else
+		err = vrange_cache_put(self->c, kb.buf, (size_t)kb.len,
+				       vb.buf, (size_t)vb.len);
 	PyBuffer_Release(&kb);
 	PyBuffer_Release(&vb);
 	if (empty) {
@@ -1015,7 +1109,8 @@ static PyGetSetDef Cache_getset[] = {
 };
 
 static PyMethodDef Cache_methods[] = {
-	{ "put", (PyCFunction)Cache_put, METH_VARARGS, Cache_put_doc },
+	{ "put", (PyCFunction)(void (*)(void))Cache_put, METH_VARARGS | METH_KEYWORDS,
+	  Cache_put_doc },
 	{ "get", (PyCFunction)Cache_get, METH_O, Cache_get_doc },
 	{ "get_bytes", (PyCFunction)(void (*)(void))Cache_get_bytes,
 	  METH_FASTCALL | METH_KEYWORDS, Cache_get_bytes_doc },
@@ -1033,13 +1128,15 @@ static PySequenceMethods Cache_as_sequence = {
 };
 
 PyDoc_STRVAR(Cache_doc,
-"Cache(name=None, max_bytes=0, priority=0)\n--\n\n"
+"Cache(name=None, max_bytes=0, priority=0, cost=None)\n--\n\n"
 "A purgeable cache: key -> value, the values copied into library memory\n"
 "that is volatile whenever nobody holds them.  When memory runs short the\n"
 "library may purge them; a lookup of a purged value then misses.\n\n"
 "name: shown by vrangectl and in /proc.  max_bytes: cap on the value bytes\n"
 "stored, 0 = none; over it the least recently used values are evicted.\n"
-"priority: purge priority of its memory (lower goes first).\n\n"
+"priority: purge priority of its memory (lower goes first).  cost: the\n"
+"relative cost of re-creating one page of its values, for put() without\n"
+"one (1 to 2**32 - 1; None: 1, the default of every mark; 0 is ValueError).\n\n"
 "`key in cache` is a lookup like get() (it counts as a hit or a miss);\n"
 "len(cache) counts the entries not yet found purged.");
 

@@ -22,5 +22,6 @@ if ldd "$libdir/libvrange.so" | grep -q libasan; then
 	extra="-fsanitize=address,undefined"
 fi
 # shellcheck disable=SC2046
-cc $extra -o "$dest/consumer" "$consumer" $(pcflags --cflags --libs)
+cc $extra -DEXPECTED_VERSION="\"$(pcflags --modversion)\"" \
+	-o "$dest/consumer" "$consumer" $(pcflags --cflags --libs)
 LD_LIBRARY_PATH=$libdir VRANGE_MONITOR=0 "$dest/consumer"
