@@ -12,7 +12,7 @@
 
 #include "range_tree.h"
 
-#define PW_MAGIC 0x33647770u /* "pwd3": words carry a cost */
+#define PW_MAGIC 0x34647770u /* "pwd4": words spread over lines (pw_slot) */
 
 /* The aging unit (nanoseconds): 1 ms until the first purge measures it. */
 #define PW_UNIT_START 1000000ull
@@ -229,7 +229,7 @@ int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
 
 	if (!have_cas16 || i >= n || !cost || cost > PW_COST_MAX || fast_is_off(h))
 		return 0;
-	w = words_of(h, n) + i;
+	w = words_of(h, n) + pw_slot(i, n);
 	/* Counted before the word turns volatile (and uncounted after it
 	 * turns back): a thread killed in between leaves the count high -
 	 * a scan for nothing - never low, which would hide the page from
@@ -262,7 +262,7 @@ int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i)
 
 	if (!have_cas16 || i >= n || fast_is_off(h))
 		return 0;
-	w = words_of(h, n) + i;
+	w = words_of(h, n) + pw_slot(i, n);
 	do {
 		old = word_read(w);
 		if (old.state != RT_VOLATILE)
@@ -333,7 +333,7 @@ int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 	if (e > p->n || !cost || cost > PW_COST_MAX)
 		return -EIO;
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = &p->w[i], old = word_read(w);
+		struct pw_word *w = pw_at(p, i), old = word_read(w);
 
 		if (bad_state(old.state))
 			return -EIO;
@@ -359,7 +359,7 @@ int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
 
 	e = clip(p, e);
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = &p->w[i], old;
+		struct pw_word *w = pw_at(p, i), old;
 
 		do {
 			old = word_read(w);
@@ -384,7 +384,7 @@ int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
  * -EIO.  *was: its state. */
 static int purge_one(struct pw *p, uint64_t i, uint32_t *was)
 {
-	struct pw_word *w = &p->w[i], old;
+	struct pw_word *w = pw_at(p, i), old;
 
 	do {
 		old = word_read(w);
@@ -446,7 +446,7 @@ int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 
 	e = clip(p, e);
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = &p->w[i], old = word_read(w);
+		struct pw_word *w = pw_at(p, i), old = word_read(w);
 
 		if (bad_state(old.state))
 			return -EIO;
@@ -478,14 +478,14 @@ int pw_next_run(const struct pw *p, uint64_t s, uint64_t e, struct pw_run *out)
 	struct pw_word w;
 
 	e = clip(p, e);
-	for (i = s; i < e && !p->w[i].state; i++)
+	for (i = s; i < e && !pw_at(p, i)->state; i++)
 		;
 	if (i >= e)
 		return 0;
-	w = p->w[i];
+	w = *pw_at(p, i);
 	if (bad_state(w.state))
 		return -EIO;
-	for (j = i + 1; j < e && same_word(&p->w[j], &w); j++)
+	for (j = i + 1; j < e && same_word(pw_at(p, j), &w); j++)
 		;
 	*out = (struct pw_run){ .start = i, .end = j, .state = w.state };
 	if (w.state == RT_VOLATILE) {
@@ -583,7 +583,7 @@ static void build_order(struct pw *p)
 	h->ord_unit = unit;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < p->n; i++) {
-		const struct pw_word w = word_read(&p->w[i]);
+		const struct pw_word w = word_read(pw_at(p, i));
 		struct pw_ent x;
 
 		if (w.state != RT_VOLATILE)
@@ -654,7 +654,7 @@ static inline bool ent_live(const struct pw *p, const struct pw_ent *x)
 
 	if (x->page >= p->n)
 		return false;
-	w = word_read(&p->w[x->page]);
+	w = word_read(pw_at(p, x->page));
 	return w.state == RT_VOLATILE && w.prio == x->prio &&
 	       pw_key(w.seq, w.cost, p->h->ord_unit) == x->seq;
 }
@@ -723,7 +723,7 @@ static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out)
 		    y->page != x->page + k || !ent_live(p, y))
 			break;
 	}
-	w = word_read(&p->w[x->page]);
+	w = word_read(pw_at(p, x->page));
 	*out = (struct pw_run){ .start = x->page, .end = (uint64_t)x->page + k,
 				.seq = w.seq, .prio = x->prio,
 				.state = RT_VOLATILE, .cost = w.cost,
@@ -739,7 +739,7 @@ static int scan_before(const struct pw *p, uint64_t max_seq, struct pw_run *out)
 	uint64_t unit = pw_cost_unit(), bk = 0;
 
 	for (uint32_t i = 0; i < p->n; i++) {
-		const struct pw_word *w = &p->w[i];
+		const struct pw_word *w = pw_at(p, i);
 		uint64_t k;
 
 		if (w->state != RT_VOLATILE || w->seq > max_seq)
@@ -754,7 +754,7 @@ static int scan_before(const struct pw *p, uint64_t max_seq, struct pw_run *out)
 	}
 	if (!b)
 		return 0;
-	for (j = bi + 1; j < p->n && same_word(&p->w[j], b); j++)
+	for (j = bi + 1; j < p->n && same_word(pw_at(p, j), b); j++)
 		;
 	*out = (struct pw_run){ .start = bi, .end = j, .seq = b->seq,
 				.prio = b->prio, .state = RT_VOLATILE,
@@ -781,7 +781,7 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
 		const struct pw_ent *x = &p->e[i];
 
 		if (h->ord_costly) {
-			if (ent_live(p, x) && p->w[x->page].seq <= max_seq) {
+			if (ent_live(p, x) && pw_at(p, x->page)->seq <= max_seq) {
 				run_at(p, i, out);
 				return 1;
 			}
@@ -809,7 +809,7 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
 static int tally(const struct pw *p, uint64_t cnt[3])
 {
 	for (uint32_t i = 0; i < p->n; i++) {
-		const struct pw_word w = word_read(&p->w[i]);
+		const struct pw_word w = word_read(pw_at(p, i));
 
 		if (bad_state(w.state) ||
 		    (w.state != RT_VOLATILE && (w.seq || w.prio || w.cost)) ||

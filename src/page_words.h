@@ -42,7 +42,7 @@
  * Position independence: everything lives in an area at the end of the
  * tree's arena, addressed by page number; nothing here is a pointer.
  * Layout (area_bytes = PW_HDR_BYTES + 32 * npages):
- *   [words: npages x 16][order: npages x 16][header: 128][stripes: 4 x 128]
+ *   [words: npages x 16, in pw_slot order][order: npages x 16][header: 128][stripes: 4 x 128]
  *
  * Untrusted content: page numbers read from the area are checked against
  * the locally trusted npages, loops are bounded by it, unknown states are
@@ -160,6 +160,28 @@ struct pw {
 	struct pw_ent *e;
 	uint32_t n; /* 0: no words (a tree that can grow) */
 };
+
+/*
+ * Where page i's word lies (n words).  Words are 16 bytes, eight to a
+ * 128-byte line pair (processors fetch lines in pairs): side by side, two
+ * threads marking neighbouring pages would write one line and take it from
+ * each other on every swap.  So the pages of each whole block of 64 are
+ * spread over the block's eight line pairs - page j of a block in slot
+ * (j % 8) * 8 + j / 8 - and any eight consecutive pages there have words
+ * in eight different pairs.  A last, partial block stays in page order.
+ * A scan of consecutive pages still stays within one 1 KiB block.
+ */
+static inline uint64_t pw_slot(uint64_t i, uint32_t n)
+{
+	if (i >= (n & ~63u))
+		return i;
+	return (i & ~63ull) | ((i & 7) << 3) | ((i >> 3) & 7);
+}
+
+static inline struct pw_word *pw_at(const struct pw *p, uint64_t i)
+{
+	return p->w + pw_slot(i, p->n);
+}
 
 /* One run of pages with equal words, as the tree reports ranges. */
 struct pw_run {
