@@ -890,17 +890,14 @@ int vfile_mark_volatile(struct vfile *f, uint64_t start, uint64_t end,
 	return vfile_mark_volatile_cost(f, start, end, prio, 1);
 }
 
-int vfile_mark_volatile_cost(struct vfile *f, uint64_t start, uint64_t end,
-			     int32_t prio, uint32_t cost)
+/* The mark under the lock (kept out of line: the lock-free single page
+ * then pays for no registers it does not use). */
+static __attribute__((noinline)) int mark_locked(struct vfile *f, uint64_t start,
+						 uint64_t end, int32_t prio,
+						 uint32_t cost)
 {
-	struct pw_hdr *h;
-	uint32_t n;
-	int r;
+	int r = vfile_lock(f);
 
-	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_mark_cost(h, n, start, prio, vr_next_seq(), cost) == 1)
-		return 0;
-	r = vfile_lock(f);
 	if (r < 0)
 		return r;
 	if (f->shared)
@@ -918,6 +915,18 @@ int vfile_mark_volatile_cost(struct vfile *f, uint64_t start, uint64_t end,
 		r = keep_spare(f);
 	vfile_unlock(f);
 	return r;
+}
+
+int vfile_mark_volatile_cost(struct vfile *f, uint64_t start, uint64_t end,
+			     int32_t prio, uint32_t cost)
+{
+	struct pw_hdr *h;
+	uint32_t n;
+
+	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	    pw_fast_mark_cost(h, n, start, prio, vr_next_seq(), cost) == 1)
+		return 0;
+	return mark_locked(f, start, end, prio, cost);
 }
 
 /* Clip the file bytes [*off, *off + *len) to what m maps; false if none. */
@@ -975,17 +984,13 @@ static bool has_sigbus_map(const struct vfile *f)
 	return false;
 }
 
-int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
+/* The unmark under the lock (out of line, as mark_locked). */
+static __attribute__((noinline)) int unmark_locked(struct vfile *f, uint64_t start,
+						   uint64_t end)
 {
 	uint64_t vol = 0, purged = 0;
-	struct pw_hdr *h;
-	uint32_t n;
-	int r;
+	int r = vfile_lock(f);
 
-	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_clear(h, n, start) == 1)
-		return VRANGE_INTACT;
-	r = vfile_lock(f);
 	if (r < 0)
 		return r;
 	/* Nothing purged anywhere in the file (one counter): no walk. */
@@ -1009,6 +1014,17 @@ int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
 out:
 	vfile_unlock(f);
 	return r;
+}
+
+int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
+{
+	struct pw_hdr *h;
+	uint32_t n;
+
+	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	    pw_fast_clear(h, n, start) == 1)
+		return VRANGE_INTACT;
+	return unmark_locked(f, start, end);
 }
 
 int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end)

@@ -337,7 +337,7 @@ int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
 	return cost ? mark_cost(r, off, len, cost) : -EINVAL;
 }
 
-int region_mark_volatile(vrange_region *r, size_t off, size_t len)
+static inline int mark_vol(vrange_region *r, size_t off, size_t len)
 {
 	uint32_t cost;
 
@@ -347,7 +347,7 @@ int region_mark_volatile(vrange_region *r, size_t off, size_t len)
 	return mark_cost(r, off, len, cost ? cost : 1);
 }
 
-int region_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
+static inline int mark_nonvol(vrange_region *r, size_t off, size_t len)
 {
 	uint64_t start, end;
 	int ret = region_pages(r, off, len, false, &start, &end);
@@ -357,14 +357,24 @@ int region_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 	return vfile_mark_nonvolatile(r->file, start, end);
 }
 
+int region_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	return mark_vol(r, off, len);
+}
+
+int region_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
+{
+	return mark_nonvol(r, off, len);
+}
+
 int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
 {
-	return region_mark_volatile(r, off, len);
+	return mark_vol(r, off, len);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 {
-	return region_mark_nonvolatile(r, off, len);
+	return mark_nonvol(r, off, len);
 }
 
 int vrange_is_volatile(vrange_region *r, size_t off, size_t len)
