@@ -27,10 +27,12 @@
  * when those are used up, the next scan picks the next ones.  Purging is
  * rare, marking is hot.
  *
- * Without the lock (where the machine has a 16-byte compare-and-swap): a
- * mark or unmark of one page whose word is all there is to it - no tree
- * range anywhere in the file (fast_off clear) - changes the word by one
- * compare-and-swap and counts in a stripe of its thread's own: two threads
+ * Without the lock (x86-64 with cmpxchg16b, the old gate): a mark or
+ * unmark of one page whose word is all there is to it - no tree range
+ * anywhere in the file (fast_off clear) - changes the word's tag (its last
+ * 8 bytes: prio, state, cost) by one 8-byte compare-and-swap, the age
+ * stored just before (it means something only while the word is
+ * volatile), and counts in a stripe of its thread's own: two threads
  * on pages of one region write no line both write (pw_fast_mark,
  * pw_fast_clear).  Everything else, and everything that may put a page in
  * a range or copy the words away, runs under the lock, changes words only
@@ -67,7 +69,7 @@
 #define PW_ORDER_MAX 4096u
 
 struct pw_word {
-	uint64_t seq;
+	uint64_t seq;   /* RT_VOLATILE: its age; else left over, unread */
 	int32_t prio;
 	uint16_t state; /* 0, RT_VOLATILE or RT_PURGED */
 	uint16_t cost;  /* RT_VOLATILE: its cost (1..PW_COST_MAX), else 0 */

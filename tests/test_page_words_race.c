@@ -16,7 +16,11 @@
  *  - words spread over line pairs (pw_slot): the lock-free calls and the
  *    holder's find every page's word in one place, a purge of a neighbour
  *    forced before an unmark's swap leaves that unmark INTACT and the
- *    neighbour purged, and neighbouring pages never share a line pair.
+ *    neighbour purged, and neighbouring pages never share a line pair;
+ *  - the swap of the tag alone (word_cas): a re-mark's age lands with the
+ *    same tag, and a purge forced before a re-mark's swap leaves the word
+ *    purged (the age the mark stored on it read by nobody, the counts
+ *    exact).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +174,45 @@ START_TEST(unmark_before_a_mark_swap)
 }
 END_TEST
 
+static uint64_t age_of(uint64_t i)
+{
+	struct pw_run run;
+
+	ck_assert_int_eq(pw_next_run(&P, i, i + 1, &run), 1);
+	ck_assert_uint_eq(run.state, RT_VOLATILE);
+	return run.seq;
+}
+
+START_TEST(remark_takes_the_new_age)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	ck_assert_uint_eq(age_of(PAGE), 2);
+	/* Same prio and cost: the tag does not change, the age must. */
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 7), 1);
+	ck_assert_uint_eq(age_of(PAGE), 7);
+	ck_assert_uint_eq(pw_vol(&P), 1);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+START_TEST(purge_before_a_remark_swap)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	arm(PURGE_IT, PW_BEFORE_SWAP);
+	/* The mark stores its age, its swap fails (purged): the lock. */
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 5), 0);
+	ck_assert_uint_eq(state_of(PAGE), RT_PURGED);
+	ck_assert_uint_eq(pw_vol(&P), 0);
+	ck_assert_uint_eq(P.h->npurged, 1);
+	ck_assert_int_eq(pw_check(&P), 0);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 0);
+}
+END_TEST
+
 /* Every page, lock-free and under the lock, is one word: a lock-free mark
  * shows on that page alone, a purge under the lock makes that page's
  * lock-free unmark go to the lock. */
@@ -235,6 +278,8 @@ Suite *test_suite(void)
 	tcase_add_test(tc, one_place_per_page);
 	tcase_add_test(tc, neighbour_purged_before_the_unmark);
 	tcase_add_test(tc, neighbours_on_their_own_lines);
+	tcase_add_test(tc, remark_takes_the_new_age);
+	tcase_add_test(tc, purge_before_a_remark_swap);
 	suite_add_tcase(s, tc);
 	return s;
 }
