@@ -1062,20 +1062,14 @@ static struct pw_hdr *fast_words(struct vfile *f, uint32_t *n)
 	return *n ? __atomic_load_n(&f->tree.pw.h, __ATOMIC_ACQUIRE) : NULL;
 }
 
-int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
-			   int32_t prio, uint64_t seq, uint32_t cost)
+/* The mark under the lock (kept out of line: the lock-free single page
+ * then pays for no registers it does not use). */
+static __attribute__((noinline)) int mark_locked(struct vfile *f, uint64_t start,
+						 uint64_t end, int32_t prio,
+						 uint64_t seq, uint32_t cost)
 {
-	struct pw_hdr *h;
-	uint32_t n;
-	int r;
+	int r = vfile_lock(f);
 
-	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_mark_cost(h, n, start, prio, seq ? seq : vr_next_seq(),
-			      cost) == 1) {
-		pressure_note_mark();
-		return 0;
-	}
-	r = vfile_lock(f);
 	if (r < 0)
 		return r;
 	if (f->shared)
@@ -1095,6 +1089,21 @@ int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
 	/* After the mark: the monitor it wakes must see it. */
 	pressure_note_mark();
 	return r;
+}
+
+int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
+			   int32_t prio, uint64_t seq, uint32_t cost)
+{
+	struct pw_hdr *h;
+	uint32_t n;
+
+	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	    pw_fast_mark_cost(h, n, start, prio, seq ? seq : vr_next_seq(),
+			      cost) == 1) {
+		pressure_note_mark();
+		return 0;
+	}
+	return mark_locked(f, start, end, prio, seq, cost);
 }
 
 /* Clip the file bytes [*off, *off + *len) to what m maps; false if none. */
@@ -1156,20 +1165,15 @@ static bool has_sigbus_map(const struct vfile *f)
  * that takes runs out of the record makes room again. */
 static const char record_full[] = "its record of punched ranges is full";
 
-/* keep_record: vrange_fd_forget's clear - pages a disk file had punched
- * stay in its record (contract 9: still VRANGE_PURGED for a later unmark). */
-static int mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end,
-			    bool keep_record)
+/* The unmark under the lock (out of line, as mark_locked).  keep_record:
+ * vrange_fd_forget's clear - pages a disk file had punched stay in its
+ * record (contract 9: still VRANGE_PURGED for a later unmark). */
+static __attribute__((noinline)) int unmark_locked(struct vfile *f, uint64_t start,
+						   uint64_t end, bool keep_record)
 {
 	uint64_t vol = 0, purged = 0;
-	struct pw_hdr *h;
-	uint32_t n;
-	int r;
+	int r = vfile_lock(f);
 
-	if (end - start == 1 && (h = fast_words(f, &n)) &&
-	    pw_fast_clear(h, n, start) == 1)
-		return VRANGE_INTACT;
-	r = vfile_lock(f);
 	if (r < 0)
 		return r;
 	/* Nothing purged anywhere in the file (one counter): no walk. */
@@ -1206,7 +1210,13 @@ out:
 
 int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
 {
-	return mark_nonvolatile(f, start, end, false);
+	struct pw_hdr *h;
+	uint32_t n;
+
+	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	    pw_fast_clear(h, n, start) == 1)
+		return VRANGE_INTACT;
+	return unmark_locked(f, start, end, false);
 }
 
 int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end)
@@ -1225,7 +1235,7 @@ int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end)
 
 int vfile_clear_all(struct vfile *f)
 {
-	return mark_nonvolatile(f, 0, UINT64_MAX >> 1, true) < 0 ? -EIO : 0;
+	return unmark_locked(f, 0, UINT64_MAX >> 1, true) < 0 ? -EIO : 0;
 }
 
 void vfile_add_map(struct vfile *f, struct vmap *m)

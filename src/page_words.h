@@ -27,10 +27,12 @@
  * when those are used up, the next scan picks the next ones.  Purging is
  * rare, marking is hot.
  *
- * Without the lock (where the machine has a 16-byte compare-and-swap): a
- * mark or unmark of one page whose word is all there is to it - no tree
- * range anywhere in the file (fast_off clear) - changes the word by one
- * compare-and-swap and counts in a stripe of its thread's own: two threads
+ * Without the lock (x86-64 with cmpxchg16b, the old gate): a mark or
+ * unmark of one page whose word is all there is to it - no tree range
+ * anywhere in the file (fast_off clear) - changes the word's tag (its last
+ * 8 bytes: prio, state, cost) by one 8-byte compare-and-swap, the age
+ * stored just before (it means something only while the word is
+ * volatile), and counts in a stripe of its thread's own: two threads
  * on pages of one region write no line both write (pw_fast_mark,
  * pw_fast_clear).  Everything else, and everything that may put a page in
  * a range or copy the words away, runs under the lock, changes words only
@@ -42,7 +44,7 @@
  * Position independence: everything lives in an area at the end of the
  * tree's arena, addressed by page number; nothing here is a pointer.
  * Layout (area_bytes = PW_HDR_BYTES + 32 * npages):
- *   [words: npages x 16][order: npages x 16][header: 128][stripes: 4 x 128]
+ *   [words: npages x 16, in pw_slot order][order: npages x 16][header: 128][stripes: 4 x 128]
  *
  * Untrusted content: page numbers read from the area are checked against
  * the locally trusted npages, loops are bounded by it, unknown states are
@@ -67,7 +69,7 @@
 #define PW_ORDER_MAX 4096u
 
 struct pw_word {
-	uint64_t seq;
+	uint64_t seq;   /* RT_VOLATILE: its age; else left over, unread */
 	int32_t prio;
 	uint16_t state; /* 0, RT_VOLATILE or RT_PURGED */
 	uint16_t cost;  /* RT_VOLATILE: its cost (1..PW_COST_MAX), else 0 */
@@ -160,6 +162,28 @@ struct pw {
 	struct pw_ent *e;
 	uint32_t n; /* 0: no words (a tree that can grow) */
 };
+
+/*
+ * Where page i's word lies (n words).  Words are 16 bytes, eight to a
+ * 128-byte line pair (processors fetch lines in pairs): side by side, two
+ * threads marking neighbouring pages would write one line and take it from
+ * each other on every swap.  So the pages of each whole block of 64 are
+ * spread over the block's eight line pairs - page j of a block in slot
+ * (j % 8) * 8 + j / 8 - and any eight consecutive pages there have words
+ * in eight different pairs.  A last, partial block stays in page order.
+ * A scan of consecutive pages still stays within one 1 KiB block.
+ */
+static inline uint64_t pw_slot(uint64_t i, uint32_t n)
+{
+	if (i >= (n & ~63u))
+		return i;
+	return (i & ~63ull) | ((i & 7) << 3) | ((i >> 3) & 7);
+}
+
+static inline struct pw_word *pw_at(const struct pw *p, uint64_t i)
+{
+	return p->w + pw_slot(i, p->n);
+}
 
 /* One run of pages with equal words, as the tree reports ranges. */
 struct pw_run {

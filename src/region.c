@@ -352,12 +352,12 @@ int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
 	return cost ? mark_at(r, off, len, 0, cost) : -EINVAL;
 }
 
-int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+static inline int mark_vol(vrange_region *r, size_t off, size_t len)
 {
 	return mark_at(r, off, len, 0, 0);
 }
 
-int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
+static inline int mark_nonvol(vrange_region *r, size_t off, size_t len)
 {
 	uint64_t start, end;
 	int ret = region_pages(r, off, len, false, &start, &end);
@@ -365,6 +365,26 @@ int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 	if (ret <= 0)
 		return ret;
 	return vfile_mark_nonvolatile(r->file, start, end);
+}
+
+int region_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	return mark_vol(r, off, len);
+}
+
+int region_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
+{
+	return mark_nonvol(r, off, len);
+}
+
+int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+{
+	return mark_vol(r, off, len);
+}
+
+int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
+{
+	return mark_nonvol(r, off, len);
 }
 
 int vrange_is_volatile(vrange_region *r, size_t off, size_t len)

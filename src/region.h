@@ -26,6 +26,16 @@ struct vrange_region {
  * library touches application memory).
  */
 struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly) VR_HIDDEN;
+/* vrange_mark_volatile / vrange_mark_nonvolatile for the library's own
+ * callers (vrange()): no call through the PLT. */
+int region_mark_volatile(struct vrange_region *r, size_t off, size_t len) VR_HIDDEN;
+int region_mark_nonvolatile(struct vrange_region *r, size_t off, size_t len) VR_HIDDEN;
+
+/* The same, first trying the calling thread's last hit (no search while
+ * the table is unchanged): for vrange(), which a program calls on the
+ * same region again and again. */
+struct vrange_region *region_lookup_last(const void *addr, size_t len,
+					 bool *partly) VR_HIDDEN;
 
 /* vrange_mark_volatile_cost with the place in the purge order given: seq,
  * an earlier vr_next_seq() stamp (0: now; vfile_mark_volatile_at), and

@@ -228,7 +228,11 @@ out:
 	pthread_mutex_unlock(&table_write);
 }
 
-struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
+/* The lookup; on a hit also the entry (*hit) and the table's version it
+ * was read under (*ver). */
+static inline struct vrange_region *lookup(const void *addr, size_t len,
+					   bool *partly, struct entry *hit,
+					   uint32_t *ver)
 {
 	struct vrange_region *r;
 	const char *next;
@@ -260,9 +264,10 @@ struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
 				size_t off = (size_t)((const char *)addr - c.base);
 
 				if (off < c.size) {
-					if (len <= c.size - off)
+					if (len <= c.size - off) {
 						r = c.r;
-					else
+						*hit = c;
+					} else
 						*partly = true;
 				}
 			}
@@ -274,6 +279,62 @@ struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
 		    (size_t)(next - (const char *)addr) < len)
 			*partly = true;
 	} while (seq_read_retry(&table_seq, v));
+	*ver = v;
+	return r;
+}
+
+struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
+{
+	struct entry hit;
+	uint32_t v;
+
+	return lookup(addr, len, partly, &hit, &v);
+}
+
+/*
+ * The thread's last hit: its entry and the table's version then.  While
+ * the version is unchanged no write section has begun since (a writer
+ * makes it odd first), so the entry is still in the table and a lookup now
+ * would find it: the hit is a lookup linearized at the version's load.
+ * gen is odd while the thread rewrites it: a signal handler that calls
+ * vrange() in between ignores it (and leaves it alone).  A version 2^32
+ * changes of the table later could match again: four billion region
+ * creates and destroys between two calls of one thread.
+ */
+struct last_hit {
+	uint32_t gen, ver;
+	struct entry e;
+};
+static __thread struct last_hit last_hit __attribute__((tls_model("initial-exec")));
+
+struct vrange_region *region_lookup_last(const void *addr, size_t len, bool *partly)
+{
+	uint32_t g = last_hit.gen, v;
+	struct entry e;
+	struct vrange_region *r;
+
+	atomic_signal_fence(memory_order_acquire);
+	e = last_hit.e;
+	v = last_hit.ver;
+	atomic_signal_fence(memory_order_acquire);
+	if (!(g & 1) && e.r && last_hit.gen == g &&
+	    atomic_load_explicit(&table_seq.seq, memory_order_acquire) == v) {
+		size_t off = (size_t)((const char *)addr - e.base);
+
+		if (off < e.size && len <= e.size - off) {
+			*partly = false;
+			return e.r;
+		}
+	}
+	r = lookup(addr, len, partly, &e, &v);
+	if (r && !(g & 1) && last_hit.gen == g) {
+		last_hit.gen = g + 1;
+		atomic_signal_fence(memory_order_release);
+		last_hit.e = e;
+		last_hit.ver = v;
+		atomic_signal_fence(memory_order_release);
+		last_hit.gen = g + 2;
+	}
 	return r;
 }
 

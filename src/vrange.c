@@ -177,15 +177,15 @@ int vrange(void *addr, size_t len, int mode, int *purged)
 	}
 	if (!addr || (uintptr_t)addr > UINTPTR_MAX - len)
 		return -ENOENT;
-	r = region_lookup(addr, len, &partly);
+	r = region_lookup_last(addr, len, &partly);
 	if (partly)
 		return -ENOENT;
 	if (!r)
 		return anymap_vrange(addr, len, mode, purged);
 	off = (size_t)((char *)addr - r->map.base);
 	if (mode == VRANGE_VOLATILE)
-		return vrange_mark_volatile(r, off, len);
-	ret = vrange_mark_nonvolatile(r, off, len);
+		return region_mark_volatile(r, off, len);
+	ret = region_mark_nonvolatile(r, off, len);
 	if (ret < 0)
 		return ret;
 	if (purged)

@@ -12,7 +12,15 @@
  *  - a purge recording the page before an unmark's swap: the unmark
  *    fails over to the lock (which reports PURGED), the word stays purged;
  *  - an unmark by another thread before a mark's swap: the mark retries
- *    on the fresh word and the count stays exact.
+ *    on the fresh word and the count stays exact;
+ *  - words spread over line pairs (pw_slot): the lock-free calls and the
+ *    holder's find every page's word in one place, a purge of a neighbour
+ *    forced before an unmark's swap leaves that unmark INTACT and the
+ *    neighbour purged, and neighbouring pages never share a line pair;
+ *  - the swap of the tag alone (word_cas): a re-mark's age lands with the
+ *    same tag, and a purge forced before a re-mark's swap leaves the word
+ *    purged (the age the mark stored on it read by nobody, the counts
+ *    exact).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +70,7 @@ static uint32_t state_of(uint64_t i)
 	return pw_next_run(&P, i, i + 1, &run) == 1 ? run.state : 0;
 }
 
-enum { RAISE_AND_READ = 1, PURGE_IT, UNMARK_IT };
+enum { RAISE_AND_READ = 1, PURGE_IT, UNMARK_IT, PURGE_NEXT };
 
 /* The other thread's steps, once, at the point `at` names. */
 static int at;
@@ -88,6 +96,10 @@ static void other(int where)
 		break;
 	case UNMARK_IT:
 		ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 1);
+		break;
+	case PURGE_NEXT:
+		ck_assert_int_eq(pw_purge_exact(&P, PAGE + 1, PAGE + 2, &stop, &d), 0);
+		ck_assert_uint_eq(stop, PAGE + 2);
 		break;
 	}
 }
@@ -162,6 +174,97 @@ START_TEST(unmark_before_a_mark_swap)
 }
 END_TEST
 
+static uint64_t age_of(uint64_t i)
+{
+	struct pw_run run;
+
+	ck_assert_int_eq(pw_next_run(&P, i, i + 1, &run), 1);
+	ck_assert_uint_eq(run.state, RT_VOLATILE);
+	return run.seq;
+}
+
+START_TEST(remark_takes_the_new_age)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	ck_assert_uint_eq(age_of(PAGE), 2);
+	/* Same prio and cost: the tag does not change, the age must. */
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 7), 1);
+	ck_assert_uint_eq(age_of(PAGE), 7);
+	ck_assert_uint_eq(pw_vol(&P), 1);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+START_TEST(purge_before_a_remark_swap)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	arm(PURGE_IT, PW_BEFORE_SWAP);
+	/* The mark stores its age, its swap fails (purged): the lock. */
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 5), 0);
+	ck_assert_uint_eq(state_of(PAGE), RT_PURGED);
+	ck_assert_uint_eq(pw_vol(&P), 0);
+	ck_assert_uint_eq(P.h->npurged, 1);
+	ck_assert_int_eq(pw_check(&P), 0);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 0);
+}
+END_TEST
+
+/* Every page, lock-free and under the lock, is one word: a lock-free mark
+ * shows on that page alone, a purge under the lock makes that page's
+ * lock-free unmark go to the lock. */
+START_TEST(one_place_per_page)
+{
+	struct pw_delta d = { 0 };
+	uint64_t stop;
+
+	if (!lock_free_here())
+		return;
+	for (uint64_t i = 0; i < NP; i++) {
+		ck_assert_int_eq(pw_fast_mark(P.h, NP, i, 0, 10 + i), 1);
+		for (uint64_t j = 0; j < NP; j++)
+			ck_assert_uint_eq(state_of(j), j == i ? RT_VOLATILE : 0);
+		ck_assert_int_eq(pw_purge_exact(&P, i, i + 1, &stop, &d), 0);
+		ck_assert_uint_eq(stop, i + 1);
+		ck_assert_int_eq(pw_fast_clear(P.h, NP, i), 0);
+		ck_assert_int_eq(pw_clear(&P, i, i + 1, &d), 0);
+		ck_assert_int_eq(pw_check(&P), 0);
+	}
+}
+END_TEST
+
+START_TEST(neighbour_purged_before_the_unmark)
+{
+	if (!lock_free_here())
+		return;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE + 1, 0, 2), 1);
+	arm(PURGE_NEXT, PW_BEFORE_SWAP);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 1);
+	ck_assert_uint_eq(state_of(PAGE), 0);
+	ck_assert_uint_eq(state_of(PAGE + 1), RT_PURGED);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE + 1), 0);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+/* Two threads on neighbouring pages write no line pair both write (the
+ * words of a whole block of 64 pages; the area is 64-byte aligned, so
+ * 128 bytes apart is a different pair however it is placed). */
+START_TEST(neighbours_on_their_own_lines)
+{
+	for (uint64_t i = 0; i + 1 < NP; i++) {
+		uintptr_t a = (uintptr_t)pw_at(&P, i), b = (uintptr_t)pw_at(&P, i + 1);
+		uintptr_t gap = a > b ? a - b : b - a;
+
+		ck_assert_uint_ge(gap, 128);
+	}
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("page-words-race");
@@ -172,6 +275,11 @@ Suite *test_suite(void)
 	tcase_add_test(tc, raised_right_after_the_swap);
 	tcase_add_test(tc, purge_records_before_the_unmark);
 	tcase_add_test(tc, unmark_before_a_mark_swap);
+	tcase_add_test(tc, one_place_per_page);
+	tcase_add_test(tc, neighbour_purged_before_the_unmark);
+	tcase_add_test(tc, neighbours_on_their_own_lines);
+	tcase_add_test(tc, remark_takes_the_new_age);
+	tcase_add_test(tc, purge_before_a_remark_swap);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1497,17 +1497,20 @@ START_TEST(test_paged_oldest_before)
 		for (int probe = 0; probe < 200; probe++) {
 			uint64_t max_seq = rng_below(&rng, 110000);
 			struct pw_run run;
-			const struct pw_word *w = t.pw.w, *b = NULL;
+			const struct pw_word *b = NULL;
 			uint32_t bi = 0;
 			int r;
 
-			for (uint32_t q = 0; q < NP; q++)
-				if (w[q].state == RT_VOLATILE && w[q].seq <= max_seq &&
-				    (!b || w[q].prio < b->prio ||
-				     (w[q].prio == b->prio && w[q].seq < b->seq))) {
-					b = &w[q];
+			for (uint32_t q = 0; q < NP; q++) {
+				const struct pw_word *w = pw_at(&t.pw, q);
+
+				if (w->state == RT_VOLATILE && w->seq <= max_seq &&
+				    (!b || w->prio < b->prio ||
+				     (w->prio == b->prio && w->seq < b->seq))) {
+					b = w;
 					bi = q;
 				}
+			}
 			r = pw_oldest_before(&t.pw, max_seq, &run);
 			if (!b) {
 				REQUIRE(r == 0, "round %d: found one before %" PRIu64,

@@ -956,6 +956,37 @@ START_TEST(vrange_address_form)
 }
 END_TEST
 
+/* vrange() remembers the thread's last region: a region destroyed and
+ * another created (mmap usually hands back the same address) must be
+ * found afresh, never the old one's state. */
+START_TEST(vrange_after_destroy_and_create)
+{
+	vrange_region *r1 = make_region(4), *r2, *r3;
+	unsigned char *b1 = vrange_region_base(r1);
+	int purged = -1;
+
+	ck_assert_int_eq(vrange(b1 + ps, ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_eq(vrange(b1 + ps, ps, VRANGE_NONVOLATILE, &purged), 0);
+	vrange_region_destroy(r1);
+	r2 = make_region(4);
+	if ((unsigned char *)vrange_region_base(r2) == b1) {
+		ck_assert_int_eq(vrange(b1 + ps, ps, VRANGE_VOLATILE, NULL), 0);
+		ck_assert_int_eq(pg_vol(r2, 1), 1);
+		ck_assert_int_eq(vrange_mark_nonvolatile(r2, ps, ps), VRANGE_INTACT);
+	} else {
+		ck_assert_int_lt(vrange(b1 + ps, ps, VRANGE_VOLATILE, NULL), 0);
+	}
+	/* A smaller region at the same place: the old extent is gone too. */
+	vrange_region_destroy(r2);
+	r3 = make_region(1);
+	ck_assert_int_eq(vrange(vrange_region_base(r3), ps, VRANGE_VOLATILE, NULL), 0);
+	ck_assert_int_eq(pg_vol(r3, 0), 1);
+	if ((unsigned char *)vrange_region_base(r3) == b1)
+		ck_assert_int_lt(vrange(b1, 2 * ps, VRANGE_VOLATILE, NULL), 0);
+	vrange_region_destroy(r3);
+}
+END_TEST
+
 /* The address form mixes freely with the region form. */
 START_TEST(vrange_mixes_with_region_calls)
 {
@@ -1531,6 +1562,7 @@ Suite *test_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, vrange_address_form);
 	tcase_add_test(tc, vrange_mixes_with_region_calls);
+	tcase_add_test(tc, vrange_after_destroy_and_create);
 	tcase_add_test(tc, vrange_rounding);
 	tcase_add_test(tc, vrange_bad_mode);
 	tcase_add_test(tc, vrange_address_errors);
