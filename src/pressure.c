@@ -1150,6 +1150,7 @@ static int next_timeout(uint64_t now)
 static void *monitor_main(void *arg)
 {
 	sigset_t all;
+	int probes = 2;
 
 	/* Signals belong to the application's threads. */
 	sigfillset(&all);
@@ -1158,12 +1159,6 @@ static void *monitor_main(void *arg)
 	/* This thread's own scheduling statistics (thread-self: opened here). */
 	mon.sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	sample_latency();
-	for (int i = 0; i < 2 && mon.sched_fd >= 0; i++) {
-		/* Two short sleeps: a first sample of the wake-up latency
-		 * before any event needs it. */
-		poll(NULL, 0, 1);
-		sample_latency();
-	}
 	if (arg) {
 		/* Started by the library itself: the first call of the
 		 * application need not wait for the sources to be found. */
@@ -1180,7 +1175,12 @@ static void *monitor_main(void *arg)
 		int n, err;
 
 		pthread_mutex_unlock(&mon_busy);
-		n = poll(mon.pfd, (nfds_t)mon.npfd, next_timeout(now));
+		/* The first two sleeps are 1 ms long: a first sample of the
+		 * wake-up latency before an event needs it (with every source
+		 * armed meanwhile). */
+		n = poll(mon.pfd, (nfds_t)mon.npfd, probes > 0 ? 1 : next_timeout(now));
+		if (probes > 0)
+			probes--;
 		err = errno;
 		pthread_mutex_lock(&mon_busy);
 		sample_latency();
