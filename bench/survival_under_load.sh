@@ -14,7 +14,8 @@
 # MiB that were left below the limit when the monitor first purged (from
 # its VRANGE_DEBUG log), the smallest and the median.  Root and a memory
 # cgroup; exit 77 otherwise.  HOGS_PER_CORE=n (default 1), SQLITE=0 skips
-# SQLite, LOADS="loaded quiet" (default both) picks the phases.
+# SQLite, LOADS="loaded quiet" (default both) picks the phases, KEEP_DIR=dir
+# keeps the monitor's log of every run that did not survive.
 set -u
 B=${1:-build/plain}
 RUNS=${2:-20}
@@ -39,6 +40,9 @@ one() {
 	local out
 	RC=0
 	out=$(VRANGE_DEBUG=1 "$@" 2>&1 >/dev/null) || RC=$?
+	if [ $RC -ne 0 ] && [ $RC -ne 77 ] && [ -n "${KEEP_DIR:-}" ]; then
+		echo "$out" >"$KEEP_DIR/failed-$(basename "$1")-$$-$RANDOM.log"
+	fi
 	MARGIN=$(echo "$out" | awk '/usage [0-9]+ limit [0-9]+: purged/ {
 		for (i = 1; i < NF; i++) if ($i == "usage") u = $(i + 1); else if ($i == "limit") l = $(i + 1)
 		sub(":", "", l); printf "%d", (l - u) / 1048576; exit }')

@@ -1067,26 +1067,59 @@ static void sample_latency(void)
 }
 
 /*
+ * New v1 thresholds for headroom h on the armed cgroup: registered before
+ * the old ones go (no moment without), and without malloc (a thread
+ * allocating near the limit stalls in the cgroup's reclaim).
+ */
+static void v1_rethreshold(uint64_t h)
+{
+	int w, c;
+
+	if (!mon.v1_dir || mon.v1_usage_fd < 0 || mon.v1.limit <= h)
+		return;
+	w = mcg_v1_threshold(mon.v1_dir, mon.v1_usage_fd, mon.v1.limit - h);
+	c = w < 0 ? w : mcg_v1_threshold(mon.v1_dir, mon.v1_usage_fd, mon.v1.limit - h / 4);
+	if (w < 0 || c < 0) {
+		vr_debug("memcg v1 thresholds for headroom %" PRIu64 " refused: %s", h,
+			 strerror(-(c < 0 ? c : w)));
+		if (w >= 0)
+			close(w);
+		return;
+	}
+	close_fd(&mon.v1_warn_efd);
+	close_fd(&mon.v1_crit_efd);
+	mon.v1_warn_efd = w;
+	mon.v1_crit_efd = c;
+	mon.v1.headroom = h;
+	build_pollset();
+}
+
+/*
  * Keep the v1 headroom sized by what the monitor observes
  * (sized_headroom): its thresholds are armed again when it grew by a
- * quarter (at once) or shrank by half (at most every RETUNE_SHRINK_MS).
- * The polled levels (v2, meminfo) keep pressure_headroom() and poll
+ * quarter or shrank by half (at most every RETUNE_SHRINK_MS), when not
+ * under pressure.  The polled levels (v2, meminfo) keep pressure_headroom() and poll
  * earlier by the latency instead (check_level).
  */
 static void retune(uint64_t now)
 {
 	if (mon.v1.limit) {
 		uint64_t h = sized_headroom(&mon.v1, mon.v1.limit);
+		bool change = h > mon.v1.headroom + mon.v1.headroom / 4 ||
+			      (h < mon.v1.headroom / 2 && now - mon.retune_ms >= RETUNE_SHRINK_MS);
 
-		if (h > mon.v1.headroom + mon.v1.headroom / 4 ||
-		    (h < mon.v1.headroom / 2 && now - mon.retune_ms >= RETUNE_SHRINK_MS)) {
+		/* Not under pressure - inside the armed headroom, or within
+		 * STALE_ACT_MS of a purge for it: arming takes milliseconds of
+		 * a loaded CPU, while an allocator near the limit needs the
+		 * thread back asleep on the armed thresholds (seen: killed
+		 * while re-arming right after a first purge). */
+		if (change && now - mon.v1.act_ms >= STALE_ACT_MS &&
+		    v1_usage() + mon.v1.headroom < mon.v1.limit) {
 			vr_debug("memcg v1 headroom %" PRIu64 " -> %" PRIu64 " (wake-up latency %"
 				 PRIu64 " us, overshoot %" PRIu64 ")", mon.v1.headroom, h,
 				 mon.lat_us, mon.v1.overshoot);
 			mon.retune_ms = now;
-			v1_disarm();
-			v1_arm(mon.mem.limit ? mon.mem.limit : UINT64_MAX);
-			build_pollset();
+			v1_rethreshold(h);
 			/* A threshold armed below the usage will not fire until
 			 * usage crosses it again: look at the level now. */
 			mon.v1.next_ms = now;
@@ -1157,6 +1190,7 @@ static int next_timeout(uint64_t now)
 static void *monitor_main(void *arg)
 {
 	sigset_t all;
+	int probes = 2;
 
 	/* Signals belong to the application's threads. */
 	sigfillset(&all);
@@ -1165,12 +1199,6 @@ static void *monitor_main(void *arg)
 	/* This thread's own scheduling statistics (thread-self: opened here). */
 	mon.sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	sample_latency();
-	for (int i = 0; i < 2 && mon.sched_fd >= 0; i++) {
-		/* Two short sleeps: a first sample of the wake-up latency
-		 * before any event needs it. */
-		poll(NULL, 0, 1);
-		sample_latency();
-	}
 	if (arg) {
 		/* Started by the library itself: the first call of the
 		 * application need not wait for the sources to be found. */
@@ -1187,7 +1215,12 @@ static void *monitor_main(void *arg)
 		int n, err;
 
 		pthread_mutex_unlock(&mon_busy);
-		n = poll(mon.pfd, (nfds_t)mon.npfd, next_timeout(now));
+		/* The first two sleeps are 1 ms long: a first sample of the
+		 * wake-up latency before an event needs it (with every source
+		 * armed meanwhile). */
+		n = poll(mon.pfd, (nfds_t)mon.npfd, probes > 0 ? 1 : next_timeout(now));
+		if (probes > 0)
+			probes--;
 		err = errno;
 		pthread_mutex_lock(&mon_busy);
 		sample_latency();
