@@ -968,8 +968,13 @@ bool vfile_put_lender(struct vfile *f, int fd, int (*close_fd)(int))
 {
 	bool kept = false;
 
-	if (!f)
+	/* No state (a shim area whose state could not be held): the lender's
+	 * descriptor is still the lender's to close. */
+	if (!f) {
+		if (fd >= 0)
+			close_fd(fd);
 		return false;
+	}
 	pthread_mutex_lock(&f->lock);
 	if (f->fd_borrowed && f->fd == fd) {
 		f->fd_borrowed = false;

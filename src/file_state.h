@@ -192,7 +192,7 @@ void vfile_put(struct vfile *f) VR_HIDDEN;
  * the lender to close fd now, the number could name another file before
  * that punch.  So if f still borrows fd, f keeps it and closes it with
  * its last reference: true.  Else (false) fd is closed with close_fd
- * here, before the reference goes.
+ * here, before the reference goes - also when f is NULL (no state).
  */
 bool vfile_put_lender(struct vfile *f, int fd, int (*close_fd)(int)) VR_HIDDEN;
 
