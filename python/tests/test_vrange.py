@@ -490,6 +490,9 @@ def test_threads_against_a_purging_thread():
                 with vrange.Region(32 * PAGE) as r:
                     m = memoryview(r)
                     for i in range(300):
+                        # pinned() left it volatile: writing there could be
+                        # torn by a purge, so take it back first.
+                        r.mark_nonvolatile()
                         for p in range(32):
                             m[p * PAGE:(p + 1) * PAGE] = pat
                         r.mark_volatile()
