@@ -8,8 +8,8 @@
  * every page, as a library file's): small marks go to words, large ones
  * move them into the tree first, and -ENOMEM may strike in between.
  *
- * Build: clang -fsanitize=fuzzer,address -Isrc fuzz/fuzz_range_tree.c \
- *        src/range_tree.c
+ * Build: clang -fsanitize=fuzzer,address -Isrc/core fuzz/fuzz_range_tree.c \
+ *        src/core/range_tree.c src/core/page_words.c
  */
 #include <errno.h>
 #include <stdbool.h>

@@ -21,19 +21,20 @@ trap 'rm -rf "$tmp"' EXIT
 copy() {
 	mkdir -p "$tmp/$1"
 	cp -r "$src/include" "$src/src" "$tmp/$1/"
-	rm -f "$tmp/$1/src/fault_inject.c"
+	rm -f "$tmp/$1/src/core/fault_inject.c"
 }
 # objects VARIANT: compile the copy's library sources.
 objects() {
-	(cd "$tmp/$1" && for f in src/*.c; do
+	(cd "$tmp/$1" && for f in src/*.c src/*/*.c; do
 		cc -c -fPIC -g -O0 -std=gnu11 -D_GNU_SOURCE -mcx16 -pthread \
 			-fvisibility=hidden -include src/public.h -Iinclude -Isrc \
+			-Isrc/core -Isrc/state -Isrc/map -Isrc/purge -Isrc/cache \
 			-I"$build" "$f" -o "${f%.c}.o" || exit 1
 	done)
 }
 # link VARIANT [MAP]
 link() {
-	cc -shared -g -pthread -o "$tmp/$1/libvrange.so" "$tmp/$1"/src/*.o \
+	cc -shared -g -pthread -o "$tmp/$1/libvrange.so" "$tmp/$1"/src/*.o "$tmp/$1"/src/*/*.o \
 		-Wl,-soname,libvrange.so.0 \
 		-Wl,--version-script="${2:-$tmp/$1/src/libvrange.map}"
 }
@@ -59,7 +60,7 @@ link appended
 sed '/^[[:space:]]*vrange_region_size;/d' "$tmp/base/src/libvrange.map" \
 	>"$tmp/removed.map"
 mkdir -p "$tmp/removed"
-cc -shared -g -pthread -o "$tmp/removed/libvrange.so" "$tmp/base"/src/*.o \
+cc -shared -g -pthread -o "$tmp/removed/libvrange.so" "$tmp/base"/src/*.o "$tmp/base"/src/*/*.o \
 	-Wl,-soname,libvrange.so.0 -Wl,--version-script="$tmp/removed.map"
 
 abidw --headers-dir "$tmp/base/include" --drop-private-types \

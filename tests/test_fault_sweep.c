@@ -2,7 +2,7 @@
 /*
  * test_fault_sweep.c - every failing system call and allocation of the
  * library, one at a time (built only with -Dfault_injection=true, linked
- * against libvrange_fault.so; see src/fault_inject.h).
+ * against libvrange_fault.so; see src/core/fault_inject.h).
  *
  * A scenario (one "cycle") touches every entry point: regions created in
  * ZERO, SIGBUS and refill mode, an adopted region, the file layer, vrange()

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of the interval tree (src/range_tree.c): every boundary shape of
+ * Tests of the interval tree (src/core/range_tree.c): every boundary shape of
  * every operation against a string model, -ENOMEM atomicity, purge order,
  * visiting, a long differential run against a per-page model, and hostile
  * arena content.

@@ -3,7 +3,7 @@
  * coordinate.c - `vrangectl coordinate`: one pressure watcher for every
  * process of this user.
  *
- * It listens on the coordinator address (src/coordinator.h): while it does,
+ * It listens on the coordinator address (src/purge/coordinator.h): while it does,
  * the processes' own monitors leave library files to it.  It groups the
  * processes it can read by the memory cgroup that limits them (v1 or v2,
  * the nearest ancestor with a finite limit; the machine's MemTotal for the

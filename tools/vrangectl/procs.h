@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * procs.h - what vrangectl reads from other processes: their publication
- * (src/publish.h) and, through it, the range trees of their files.
+ * (src/purge/publish.h) and, through it, the range trees of their files.
  *
  * Everything comes through /proc/<pid>/fd/<n>, which the kernel opens only
  * for a caller with ptrace-read permission on the process: processes of
