@@ -103,6 +103,7 @@
  * prepare handlers take it before the file locks).
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
@@ -585,26 +586,33 @@ static bool page_purged(struct vfile *f, uint64_t pg)
 }
 
 /*
- * Zero pages into [addr, addr + len) of a shmem mapping, stepping over
- * pages that exist by now (-EEXIST).  True if addr itself was filled
- * (the kernel woke its waiters).
+ * Fill [addr, addr + len) of an armed mapping with UFFDIO_ZEROPAGE (zero
+ * pages into a shmem mapping) or UFFDIO_CONTINUE (map the file's pages),
+ * stepping over pages that are there by now (-EEXIST), in at most
+ * max_calls calls.  True if addr itself was filled (the kernel woke its
+ * waiters).
  */
-static bool zero_fill(char *addr, size_t len)
+static bool fill_steps(unsigned long req, char *addr, size_t len, int max_calls)
 {
 	char *p = addr, *end = addr + len;
 	bool first = false;
 
-	while (p < end) {
-		struct uffdio_zeropage z = {
-			.range = { (uintptr_t)p, (size_t)(end - p) },
-		};
+	for (int calls = 0; p < end && calls < max_calls; calls++) {
+		/* Both requests: the range, a mode, then what was done. */
+		union {
+			struct uffdio_zeropage z;
+			struct uffdio_continue c;
+		} u = { .z = { .range = { (uintptr_t)p, (size_t)(end - p) } } };
+		int64_t did;
 		size_t done;
+		int r = ioctl(fault_fd, req, &u);
 
-		if (ioctl(fault_fd, UFFDIO_ZEROPAGE, &z) == 0) {
+		if (r == 0) {
 			first = first || p == addr;
 			break;
 		}
-		done = z.zeropage > 0 ? (size_t)z.zeropage : 0;
+		did = req == UFFDIO_ZEROPAGE ? u.z.zeropage : u.c.mapped;
+		done = did > 0 ? (size_t)did : 0;
 		if (p == addr && done)
 			first = true;
 		if (errno == EAGAIN && done) {
@@ -616,6 +624,12 @@ static bool zero_fill(char *addr, size_t len)
 		p += done + vr_page_size;
 	}
 	return first;
+}
+
+/* Zero pages into a shmem mapping, however many calls it takes. */
+static bool zero_fill(char *addr, size_t len)
+{
+	return fill_steps(UFFDIO_ZEROPAGE, addr, len, INT_MAX);
 }
 
 /*
@@ -650,39 +664,13 @@ static void fill_not_purged(struct uffd_armed *a, char *page)
 }
 
 /*
- * Map the file's pages into [addr, addr + len) (UFFDIO_CONTINUE), stepping
- * over pages mapped by now (-EEXIST), and stopping at a hole (-EFAULT: its
- * touch comes as a missing fault) or after a few steps: a window is a
- * guess, never worth more than a handful of calls.  True if addr itself
- * was mapped (the kernel woke its waiters).
+ * Map the file's pages into [addr, addr + len), stopping at a hole
+ * (-EFAULT: its touch comes as a missing fault) or after a few steps: a
+ * window is a guess, never worth more than a handful of calls.
  */
 static bool continue_fill(char *addr, size_t len)
 {
-	char *p = addr, *end = addr + len;
-	bool first = false;
-
-	for (int calls = 0; p < end && calls < 8; calls++) {
-		struct uffdio_continue c = {
-			.range = { (uintptr_t)p, (size_t)(end - p) },
-		};
-		size_t done;
-
-		if (ioctl(fault_fd, UFFDIO_CONTINUE, &c) == 0) {
-			first = first || p == addr;
-			break;
-		}
-		done = c.mapped > 0 ? (size_t)c.mapped : 0;
-		if (p == addr && done)
-			first = true;
-		if (errno == EAGAIN && done) {
-			p += done;
-			continue;
-		}
-		if (errno != EEXIST)
-			break;
-		p += done + vr_page_size;
-	}
-	return first;
+	return fill_steps(UFFDIO_CONTINUE, addr, len, 8);
 }
 
 /*
