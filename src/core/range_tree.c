@@ -1668,30 +1668,37 @@ int rt_visit(const struct rt_tree *t, uint64_t start, uint64_t end,
 	return err ? err : words_until(&m, end);
 }
 
+/*
+ * The first in purge order of the tree's answer (a: 1 found, 0 none, or
+ * -errno, in tr) and the page words' (b, in run): what rt_oldest and
+ * rt_oldest_before return.
+ */
+static int first_of(int a, const struct rt_range *tr, int b,
+		    const struct pw_run *run, struct rt_range *out)
+{
+	if (b < 0)
+		return b;
+	if (b == 1 && !(a == 1 && key_before(tr, run))) {
+		*out = (struct rt_range){ .start = run->start, .end = run->end,
+					  .seq = run->seq, .prio = run->prio,
+					  .cost = run->cost, .key = run->key,
+					  .state = RT_VOLATILE, .words = true };
+		return 1;
+	}
+	if (a == 1)
+		*out = *tr;
+	return a;
+}
+
 int rt_oldest(struct rt_tree *t, struct rt_range *out)
 {
 	struct rt_range tr;
-	struct pw_run run;
-	int a = tree_oldest(t, &tr), b;
+	struct pw_run run = { 0 };
+	int a = tree_oldest(t, &tr), b = 0;
 
-	if (a < 0 || !t->pw.n)
-		goto tree_only;
-	b = pw_oldest(&t->pw, &run);
-	if (b < 0)
-		return b;
-	if (b == 0)
-		goto tree_only;
-	if (a == 1 && key_before(&tr, &run))
-		goto tree_only;
-	*out = (struct rt_range){ .start = run.start, .end = run.end,
-				  .seq = run.seq, .prio = run.prio,
-				  .cost = run.cost, .key = run.key,
-				  .state = RT_VOLATILE, .words = true };
-	return 1;
-tree_only:
-	if (a == 1)
-		*out = tr;
-	return a;
+	if (a >= 0 && t->pw.n)
+		b = pw_oldest(&t->pw, &run);
+	return first_of(a, &tr, b, &run, out);
 }
 
 struct counts {
@@ -1809,25 +1816,12 @@ static int tree_oldest_before(const struct rt_tree *t, uint64_t max_seq,
 int rt_oldest_before(struct rt_tree *t, uint64_t max_seq, struct rt_range *out)
 {
 	struct rt_range tr;
-	struct pw_run run;
-	int a = tree_oldest_before(t, max_seq, &tr), b;
+	struct pw_run run = { 0 };
+	int a = tree_oldest_before(t, max_seq, &tr), b = 0;
 
-	if (a < 0 || !t->pw.n)
-		goto tree_only;
-	b = pw_oldest_before(&t->pw, max_seq, &run);
-	if (b < 0)
-		return b;
-	if (b == 0 || (a == 1 && key_before(&tr, &run)))
-		goto tree_only;
-	*out = (struct rt_range){ .start = run.start, .end = run.end,
-				  .seq = run.seq, .prio = run.prio,
-				  .cost = run.cost, .key = run.key,
-				  .state = RT_VOLATILE, .words = true };
-	return 1;
-tree_only:
-	if (a == 1)
-		*out = tr;
-	return a;
+	if (a >= 0 && t->pw.n)
+		b = pw_oldest_before(&t->pw, max_seq, &run);
+	return first_of(a, &tr, b, &run, out);
 }
 
 uint64_t rt_volatile_pages(const struct rt_tree *t)
