@@ -143,6 +143,10 @@ static uint64_t total_ops;
 static int verbose, quick, multi = 1;
 static int zyg = -1;
 static pid_t zyg_pid;
+/* Who took part: peers spawned, the most processes at once (the
+ * coordinator included), operations run in peers, forked children. */
+static uint64_t peers_spawned, peer_ops, forks_run;
+static int max_procs = 1;
 static pid_t zombies[8];
 static int nzombies;
 
@@ -231,6 +235,16 @@ static void fail(const char *fmt, ...)
 			fprintf(stderr, "  %s\n", trace[i % TRACE_N]);
 	fprintf(stderr, "(%" PRIu64 " operations run before this one)\n",
 		total_ops);
+	{
+		/* A monitor that acted on pressure purges what the model
+		 * does not know of: say whether this process's did. */
+		struct vrange_stats st;
+
+		if (vrange_get_stats(&st) == 0)
+			fprintf(stderr, "(this process: monitor source %s, %" PRIu64
+					" pressure events acted on, %" PRIu64 " purge passes)\n",
+				st.pressure_source, st.pressure_events, st.purges);
+	}
 	fprintf(stderr,
 		"replay: VRANGE_MODEL_SEED=%" PRIu64 " VRANGE_MODEL_OPS=%u "
 		"VRANGE_MODEL_VERBOSE=1 VRANGE_MONITOR=0 <build>/tests/test-model\n",
@@ -382,6 +396,7 @@ static void run_op(struct m_op *op, struct m_res *res, int fd)
 	op->n = opn;
 	total_ops++;
 	P[op->proc].calls++;
+	peer_ops += op->proc != 0;
 	if (op->proc == 0) {
 		model_exec(op, fd, res);
 		/* The cache model: released values may be gone now. */
@@ -1421,6 +1436,9 @@ static void g_spawn(void)
 	P[p].alive = 1;
 	P[p].sock = fd;
 	P[p].pid = m.pid;
+	peers_spawned++;
+	if (nalive() + 1 > max_procs)
+		max_procs = nalive() + 1;
 	traceadd(" pid %d", (int)m.pid);
 	if (rn(2)) {
 		opn++;
@@ -1728,6 +1746,7 @@ static void g_fork(void)
 	pid = fork();
 	if (pid < 0)
 		fail("fork: %s", strerror(errno));
+	forks_run++;
 	if (pid == 0) {
 		int bad;
 
@@ -2171,8 +2190,8 @@ int main(void)
 			run_seed(s, 20000, &base);
 			if (s % 5 == 0)
 				fprintf(stderr, "soak: seed %" PRIu64 ", %" PRIu64
-						" operations, %.0f s\n", s,
-					total_ops, now_s() - t0);
+						" operations (%" PRIu64 " in peers), %.0f s\n", s,
+					total_ops, peer_ops, now_s() - t0);
 		}
 	} else {
 		nops = env_u64("VRANGE_MODEL_OPS", quick ? 800 : 4000);
@@ -2188,6 +2207,9 @@ int main(void)
 	}
 	printf("model test: %" PRIu64 " operations in %.1f s, no violation\n",
 	       total_ops, now_s() - t0);
+	printf("processes: %" PRIu64 " peers spawned, up to %d processes at once "
+	       "(with this one), %" PRIu64 " operations run in peers, %" PRIu64
+	       " forked children\n", peers_spawned, max_procs, peer_ops, forks_run);
 	mcache_summary();
 	if (model_exec_hole_filled())
 		printf("(%" PRIu64 " times the library's own allocation filled the "
