@@ -303,7 +303,7 @@ int main(int argc, char **argv)
 		int st = 1, r = own_ns_enter(&why, &st);
 
 		if (r == 1)
-			return st;
+			_exit(st);
 		if (r < 0) {
 			printf("SKIP: --coordinator would reach every process of the user: "
 			       "%s: %s\n", why, strerror(-r));

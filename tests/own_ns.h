@@ -13,7 +13,11 @@
  * propagation private) and a network namespace:
  *
  *   the calling process P    unshares, forks C and waits for it; returns
- *                            1 with C's exit status in *status
+ *                            1 with C's exit status in *status; it can
+ *                            fork no more (a child would be born in the
+ *                            ended namespace: ENOMEM), so it ends with
+ *                            _exit() (LeakSanitizer's exit-time check,
+ *                            which clones a tracer, would die on it)
  *   C, pid 1 there           mounts /proc, forks T, reaps every orphan
  *                            until T ends; exits with T's status, which
  *                            ends every process left in the namespace
