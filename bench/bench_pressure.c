@@ -326,7 +326,7 @@ int main(int argc, char **argv)
 		printf("SKIP: no cgroup v1 memory hierarchy (needed for usage thresholds)\n");
 		return 0;
 	}
-	snprintf(cg_dir, sizeof(cg_dir), "%s/vrange-bench-%d", mnt, (int)getpid());
+	snprintf(cg_dir, sizeof(cg_dir), "%s/vrange-bench-%d", mnt, own_ns_tag());
 	snprintf(val, sizeof(val), "%" PRIu64, LIMIT);
 	if (mkdir(cg_dir, 0755) < 0 || write_file(cg_dir, "memory.limit_in_bytes", val) < 0) {
 		printf("SKIP: cannot create a memory cgroup in %s: %s\n", mnt, strerror(errno));

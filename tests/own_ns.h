@@ -46,6 +46,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The calling process's pid, as the machine sees it: names made outside
+ * the namespace (cgroups, files in /tmp) take it, since pids inside are
+ * small numbers every run of the test shares. */
+static pid_t own_ns_tag_pid;
+
+static int own_ns_tag(void)
+{
+	return (int)(own_ns_tag_pid ? own_ns_tag_pid : getpid());
+}
+
 static int own_ns_status(int st)
 {
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -88,6 +98,7 @@ static int own_ns_enter(const char **why, int *status)
 	char ok = 0;
 
 	*why = "";
+	own_ns_tag_pid = getpid();
 	if (geteuid() != 0) {
 		*why = "needs root (unshare of PID, mount and network namespaces)";
 		return -EPERM;

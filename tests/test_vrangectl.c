@@ -952,7 +952,7 @@ static void test_coordinator_events(void)
 		fprintf(stderr, "SKIP coordinator events: needs root and a v1 memory hierarchy\n");
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s/vrangectl-test-%d", mnt, (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/vrangectl-test-%d", mnt, own_ns_tag());
 	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", dir);
 	if (mkdir(dir, 0755) < 0 || (fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "SKIP coordinator events: cannot make %s: %s\n", dir, strerror(errno));
@@ -1017,7 +1017,7 @@ static void test_handover(void)
 	pid_t c;
 	uint64_t anon = UINT64_MAX, reg = UINT64_MAX;
 
-	snprintf(root, sizeof(root), "/tmp/vrangectl-fake-%d", (int)getpid());
+	snprintf(root, sizeof(root), "/tmp/vrangectl-fake-%d", own_ns_tag());
 	snprintf(path, sizeof(path), "%s/proc", root);
 	mkdir(root, 0755);
 	mkdir(path, 0755);
