@@ -218,6 +218,25 @@ static void kill_everyone(void)
 		kill(zyg_pid, SIGKILL);
 }
 
+/* Microseconds of memory stall on the whole machine (/proc/pressure/memory,
+ * "some"), 0 if unknown: a monitor on PSI purges when others stall. */
+static uint64_t psi_some_us(void)
+{
+	char buf[256];
+	unsigned long long t = 0;
+	FILE *f = fopen("/proc/pressure/memory", "re");
+	const char *p;
+
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) && (p = strstr(buf, "total=")))
+		t = strtoull(p + 6, NULL, 10);
+	fclose(f);
+	return t;
+}
+
+static uint64_t seed_psi_us;
+
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void fail(const char *fmt, ...)
@@ -245,6 +264,9 @@ static void fail(const char *fmt, ...)
 					" pressure events acted on, %" PRIu64 " purge passes)\n",
 				st.pressure_source, st.pressure_events, st.purges);
 	}
+	fprintf(stderr, "(the machine stalled on memory for %" PRIu64 " us during this "
+			"seed: a monitor on PSI, if any ran, may have purged)\n",
+		psi_some_us() - seed_psi_us);
 	fprintf(stderr,
 		"replay: VRANGE_MODEL_SEED=%" PRIu64 " VRANGE_MODEL_OPS=%u "
 		"VRANGE_MODEL_VERBOSE=1 VRANGE_MONITOR=0 <build>/tests/test-model\n",
@@ -2052,6 +2074,7 @@ static void warm_up(void)
 static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 {
 	seed0 = seed;
+	seed_psi_us = psi_some_us();
 	rng = seed * 0x9e3779b97f4a7c15ull + 0x1234567;
 	if (!rng)
 		rng = 1;
