@@ -237,6 +237,48 @@ static uint64_t psi_some_us(void)
 
 static uint64_t seed_psi_us;
 
+/*
+ * What the kernel shows at every live object's address, in its process:
+ * the mapping (range, offset, name) and its VmFlags ("um"/"uw"/"ui":
+ * registered with a userfaultfd).  A violation that does not replay is a
+ * race; this is the state it left.
+ */
+static void dump_views(void)
+{
+	static const char *const kinds[] = { "region", "map", "anon" };
+	char path[64], line[512], vma[512] = "";
+
+	for (int o = 0; o < M_MAXOBJ; o++) {
+		unsigned long long lo, hi;
+		int in = 0;
+		FILE *f;
+
+		if (!O[o].used || !P[O[o].proc].alive)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/smaps", (int)P[O[o].proc].pid);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2 && strchr(line, ' ') &&
+			    line[strcspn(line, " ")] == ' ' && strchr(line, '-') < strchr(line, ' ')) {
+				in = O[o].addr >= lo && O[o].addr < hi;
+				if (in)
+					snprintf(vma, sizeof(vma), "%s", line);
+			} else if (in && !strncmp(line, "VmFlags:", 8)) {
+				vma[strcspn(vma, "\n")] = 0;
+				line[strcspn(line, "\n")] = 0;
+				fprintf(stderr, "  o%d p%d %s f%d %d pages at %#" PRIx64
+						" (born #%u): %s |%s\n", o, O[o].proc,
+					kinds[O[o].kind], O[o].file, O[o].npg, O[o].addr,
+					O[o].born, vma, line + 8);
+				break;
+			}
+		}
+		fclose(f);
+	}
+}
+
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void fail(const char *fmt, ...)
@@ -267,6 +309,8 @@ static void fail(const char *fmt, ...)
 	fprintf(stderr, "(the machine stalled on memory for %" PRIu64 " us during this "
 			"seed: a monitor on PSI, if any ran, may have purged)\n",
 		psi_some_us() - seed_psi_us);
+	fprintf(stderr, "the objects as the kernel shows them now:\n");
+	dump_views();
 	fprintf(stderr,
 		"replay: VRANGE_MODEL_SEED=%" PRIu64 " VRANGE_MODEL_OPS=%u "
 		"VRANGE_MODEL_VERBOSE=1 VRANGE_MONITOR=0 <build>/tests/test-model\n",
