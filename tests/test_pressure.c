@@ -15,16 +15,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -851,9 +855,33 @@ END_TEST
 
 struct survival {
 	bool vol;
+	bool stuck_coordinator;
 	uint64_t cache, alloc;
 	struct { volatile uint64_t allocated, purged; volatile int done; } *rep;
 };
+
+/*
+ * A `vrangectl coordinate` that never purges, as one that hangs or does
+ * not serve this cgroup yet looks: a root listener on the coordinator's
+ * abstract socket that accepts nothing, in a network namespace of its own
+ * (abstract names are per namespace) so no real coordinator is disturbed.
+ */
+static int stuck_coordinator(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t len;
+	int fd, n;
+
+	if (unshare(CLONE_NEWNET) < 0)
+		return -1;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "vrange-coordinator-%u",
+		     (unsigned int)geteuid());
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 4096) < 0)
+		return -1;
+	return 0; /* kept open until the process ends */
+}
 
 static int survival_child(void *arg)
 {
@@ -861,6 +889,8 @@ static int survival_child(void *arg)
 	struct vrange_stats st;
 	vrange_region *r;
 
+	if (s->stuck_coordinator && stuck_coordinator() < 0)
+		return 25;
 	if (vrange_region_create("survival", s->cache, VRANGE_ACCESS_ZERO, &r) < 0)
 		return 20;
 	memset(vrange_region_base(r), 0xcc, s->cache);
@@ -886,10 +916,11 @@ static int survival_child(void *arg)
 	return 0;
 }
 
-static int survival_run(bool vol, uint64_t *allocated, uint64_t *purged, char *why,
-			size_t wn)
+static int survival_run(bool vol, bool stuck, uint64_t *allocated, uint64_t *purged,
+			char *why, size_t wn)
 {
-	struct survival s = { .vol = vol, .cache = 192 * MiB, .alloc = 128 * MiB };
+	struct survival s = { .vol = vol, .stuck_coordinator = stuck, .cache = 192 * MiB,
+			      .alloc = 128 * MiB };
 	struct cg cg;
 	int status;
 
@@ -917,7 +948,7 @@ START_TEST(test_survival_volatile)
 
 	if (getenv("VRANGE_UNDER_VALGRIND"))
 		TEST_SKIP("valgrind runs one thread at a time: the monitor cannot race a full-speed allocator");
-	status = survival_run(true, &allocated, &purged, why, sizeof(why));
+	status = survival_run(true, false, &allocated, &purged, why, sizeof(why));
 	if (status == -1)
 		TEST_SKIP("%s", why);
 	fprintf(stderr, "survival, volatile cache: status 0x%x, allocated %" PRIu64
@@ -944,7 +975,7 @@ START_TEST(test_survival_plain_is_killed)
 
 	if (getenv("VRANGE_UNDER_VALGRIND"))
 		TEST_SKIP("valgrind runs one thread at a time: the monitor cannot race a full-speed allocator");
-	status = survival_run(false, &allocated, &purged, why, sizeof(why));
+	status = survival_run(false, false, &allocated, &purged, why, sizeof(why));
 	if (status == -1)
 		TEST_SKIP("%s", why);
 	fprintf(stderr, "survival, plain cache: status 0x%x, allocated %" PRIu64 " MiB\n",
@@ -953,6 +984,36 @@ START_TEST(test_survival_plain_is_killed)
 		      "the process without a volatile cache was not OOM-killed (0x%x)",
 		      status);
 	ck_assert_uint_lt(allocated, 128 * MiB);
+}
+END_TEST
+
+
+/*
+ * A coordinator that is there but does not purge (hung, or not serving
+ * this cgroup yet: it learns of processes at its refresh) must not leave
+ * the process to the OOM killer: the monitor leaves shared files to it
+ * only for the first moments of the pressure, never at the critical edge.
+ */
+START_TEST(test_survival_stuck_coordinator)
+{
+	uint64_t allocated, purged;
+	char why[256];
+	int status;
+
+	if (getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("valgrind runs one thread at a time: the monitor cannot race a full-speed allocator");
+	if (geteuid() != 0)
+		TEST_SKIP("a network namespace of its own needs root");
+	status = survival_run(true, true, &allocated, &purged, why, sizeof(why));
+	if (status == -1)
+		TEST_SKIP("%s", why);
+	fprintf(stderr, "survival beside a stuck coordinator: status 0x%x, allocated %" PRIu64
+		" MiB, purged %" PRIu64 " MiB\n", status, allocated / MiB, purged / MiB);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the process beside a coordinator that does not purge did not "
+		      "survive (status 0x%x, %" PRIu64 " MiB allocated)", status,
+		      allocated / MiB);
+	ck_assert_uint_ge(purged, 32 * MiB);
 }
 END_TEST
 
@@ -1074,6 +1135,172 @@ START_TEST(test_follow_cgroup_within_second)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* The v1 headroom follows the wake-up latency the monitor observes
+ * (issue 25, item 10). */
+
+struct slow_monitor {
+	struct cg cg;
+	struct { volatile uint64_t left_at_purge, allocated; volatile int done; } *rep;
+};
+
+static volatile int hog_stop;
+
+static void *hog(void *arg)
+{
+	(void)arg;
+	while (!hog_stop)
+		;
+	return NULL;
+}
+
+/* The thread vrange_monitor_start() adds: the one not in before[]. */
+static pid_t new_thread(const pid_t *before, int n)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	pid_t found = 0;
+
+	while (d && (e = readdir(d))) {
+		pid_t t = (pid_t)atoi(e->d_name);
+		bool old = t <= 0;
+
+		for (int i = 0; i < n && !old; i++)
+			old = before[i] == t;
+		if (!old)
+			found = t;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static int list_threads(pid_t *out, int max)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)) && n < max)
+		if (atoi(e->d_name) > 0)
+			out[n++] = (pid_t)atoi(e->d_name);
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static uint64_t cg_usage(const struct cg *cg)
+{
+	char path[600], buf[64];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/memory.usage_in_bytes", cg->dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return strtoull(buf, NULL, 10);
+}
+
+/*
+ * On one CPU with a busy thread, the monitor thread made SCHED_IDLE waits
+ * long for a CPU after every wake-up, as on a loaded machine.  It sees
+ * that, and keeps a wider headroom: the first purge comes while much more
+ * than the fixed headroom (16 MiB for 256) is left.  An allocator at a
+ * moderate 50 MiB/s then meets purged memory long before the limit.
+ */
+static int slow_monitor_child(void *arg)
+{
+	struct slow_monitor *sm = arg;
+	struct sched_param idle = {0};
+	struct vrange_stats st;
+	pid_t before[64], mon;
+	pthread_t h;
+	cpu_set_t one;
+	vrange_region *r;
+	int n;
+
+	/* Alone with its monitor: a `vrangectl coordinate` of the machine
+	 * would take the first purges over (abstract sockets are per network
+	 * namespace). */
+	if (geteuid() == 0 && unshare(CLONE_NEWNET) < 0)
+		return 29;
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	if (sched_setaffinity(0, sizeof(one), &one) < 0)
+		return 30;
+	if (vrange_region_create("slow-monitor", 64 * MiB, VRANGE_ACCESS_ZERO, &r) < 0)
+		return 31;
+	memset(vrange_region_base(r), 0xcc, 64 * MiB);
+	if (vrange_mark_volatile(r, 0, 64 * MiB) < 0)
+		return 32;
+	n = list_threads(before, 64);
+	if (vrange_monitor_start(NULL) < 0)
+		return 33;
+	mon = new_thread(before, n);
+	if (mon <= 0 || sched_setscheduler(mon, SCHED_IDLE, &idle) < 0)
+		return 34;
+	if (pthread_create(&h, NULL, hog, NULL) != 0)
+		return 35;
+	/* The monitor wakes twice a second while memory is volatile (to
+	 * follow cgroup moves): samples of its latency. */
+	sleep(3);
+	for (uint64_t done = 0; done < 200 * MiB; done += MiB) {
+		char *p = mmap(NULL, MiB, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		uint64_t usage;
+
+		if (p == MAP_FAILED)
+			return 36;
+		memset(p, 0x5a, MiB);
+		sm->rep->allocated = done + MiB;
+		usage = cg_usage(&sm->cg);
+		vrange_get_stats(&st);
+		if (st.purged_total) {
+			sm->rep->left_at_purge = 256 * MiB - usage;
+			break;
+		}
+		if (usage + 8 * MiB > 256 * MiB)
+			break; /* no purge: stop before the kill */
+		usleep(20000);
+	}
+	hog_stop = 1;
+	pthread_join(h, NULL);
+	sm->rep->done = 1;
+	return 0;
+}
+
+START_TEST(test_headroom_follows_latency)
+{
+	struct slow_monitor sm;
+	char why[256];
+	int status;
+
+	if (getenv("VRANGE_UNDER_VALGRIND"))
+		TEST_SKIP("valgrind runs one thread at a time: no scheduling latency to see");
+	sm.rep = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(sm.rep, MAP_FAILED);
+	memset((void *)sm.rep, 0, 4096);
+	if (cg_create(&sm.cg, 256 * MiB, true, why, sizeof(why)) < 0)
+		TEST_SKIP("%s (the headroom is sized on v1 thresholds only)", why);
+	status = run_in_cgroup(&sm.cg, slow_monitor_child, &sm);
+	cg_remove(&sm.cg);
+	fprintf(stderr, "slow monitor: status 0x%x, %" PRIu64 " MiB allocated, %" PRIu64
+		" MiB left below the limit at the first purge\n", status,
+		sm.rep->allocated / MiB, sm.rep->left_at_purge / MiB);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0 && sm.rep->done,
+		      "child status 0x%x", status);
+	ck_assert_msg(sm.rep->left_at_purge >= 48 * MiB,
+		      "first purge with %" PRIu64 " MiB left: the headroom did not grow "
+		      "with the monitor's wake-up latency", sm.rep->left_at_purge / MiB);
+	munmap((void *)sm.rep, 4096);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("pressure");
@@ -1105,8 +1332,10 @@ Suite *test_suite(void)
 	t = tcase_create("survival");
 	tcase_add_test(t, test_survival_volatile);
 	tcase_add_test(t, test_survival_plain_is_killed);
+	tcase_add_test(t, test_survival_stuck_coordinator);
 	tcase_add_test(t, test_follow_cgroup_at_once);
 	tcase_add_test(t, test_follow_cgroup_within_second);
+	tcase_add_test(t, test_headroom_follows_latency);
 	suite_add_tcase(s, t);
 	return s;
 }

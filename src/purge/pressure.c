@@ -81,6 +81,14 @@
 /* A level that stays inside the headroom without rising is acted on again
  * only after this long (purging did not help, or it is not our memory). */
 #define STALE_ACT_MS 1000
+/*
+ * How long a spell of pressure on a level is left to `vrangectl
+ * coordinate` before the monitor purges shared files too: the coordinator
+ * reacts in well under 10 ms when it serves the cgroup (bench-pressure
+ * --coordinator), but it learns of new processes and cgroups only at its
+ * refresh, and may be slow or stuck.
+ */
+#define COORD_GRACE_MS 10
 /* One purge_run() call frees at most this much, so fork() (whose prepare
  * handler takes the purge lock) never waits long behind the monitor. */
 #define PURGE_STEP (32 * MiB)
@@ -112,6 +120,8 @@ struct level {
 				 * upward crossing (decaying maximum) */
 	uint64_t after_act;     /* usage right after our last purge */
 	uint64_t act_ms;        /* when we last purged for it */
+	uint64_t deferred_ms;   /* when this spell of pressure was first
+				 * left to the coordinator (0: not) */
 	uint64_t next_ms;       /* next poll */
 };
 
@@ -500,12 +510,12 @@ static uint64_t purge_bytes(uint64_t bytes, const char *why, uint64_t t0_us,
 
 /*
  * Act on one pressure event.  usage/limit/headroom describe the level that
- * fired (limit 0: an event without a level, e.g. PSI).
+ * fired (limit 0: an event without a level, e.g. PSI).  leave: pass over
+ * files with shared state, the coordinator's to purge (leave_shared).
  */
 static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
-		    uint64_t headroom, uint64_t t0_us)
+		    uint64_t headroom, uint64_t t0_us, bool leave)
 {
-	bool leave = coord_present();
 	uint64_t vol, want, freed;
 
 	vol = leave ? vfile_unshared_volatile_pages() << vr_page_shift :
@@ -569,6 +579,22 @@ static uint64_t sized_headroom(const struct level *lv, uint64_t limit)
 }
 
 /*
+ * Whether this purge for lv leaves shared files to `vrangectl coordinate`:
+ * while one runs for our user, for the first COORD_GRACE_MS of a spell of
+ * pressure, and never at the critical edge.  A coordinator that does not
+ * serve this cgroup yet, or reacts too late, must not leave the process to
+ * the OOM killer with its volatile memory in place.
+ */
+static bool leave_to_coordinator(struct level *lv, bool critical, uint64_t now)
+{
+	if (critical || !coord_present())
+		return false;
+	if (!lv->deferred_ms)
+		lv->deferred_ms = now;
+	return now - lv->deferred_ms < COORD_GRACE_MS;
+}
+
+/*
  * A polled level (or a threshold eventfd that fired): act if usage is
  * inside the headroom and this is an event, or it is critical, or it rose
  * since our last purge, or it has stayed there for STALE_ACT_MS (purging
@@ -593,7 +619,8 @@ static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(vo
 
 		if (event || critical || usage > lv->after_act ||
 		    now - lv->act_ms >= STALE_ACT_MS) {
-			act(why, usage, lv->limit, lv->headroom, t0_us);
+			act(why, usage, lv->limit, lv->headroom, t0_us,
+			    leave_to_coordinator(lv, critical, now));
 			lv->act_ms = now_ms();
 			lv->after_act = rd();
 			return POLL_MIN_MS;
@@ -601,6 +628,7 @@ static uint64_t check_level(struct level *lv, const char *why, uint64_t (*rd)(vo
 		return volatile_bytes_now() ? POLL_MIN_MS : POLL_MAX_MS;
 	}
 	lv->after_act = 0;
+	lv->deferred_ms = 0;
 	/* Time an allocator at ALLOC_RATE needs to eat half the rest, less
 	 * the wake-up latency the thread observes (it wakes that late). */
 	interval = (left - lv->headroom) / ALLOC_RATE_PER_MS / 2;
@@ -967,7 +995,7 @@ static void handle_event(enum kind k, int fd, short revents, uint64_t t0_us)
 			build_pollset();
 			break;
 		}
-		act(k == K_PSI ? "psi" : "psi-cgroup", 0, 0, 0, t0_us);
+		act(k == K_PSI ? "psi" : "psi-cgroup", 0, 0, 0, t0_us, coord_present());
 		break;
 	case K_V1_WARN:
 	case K_V1_CRIT:
@@ -978,7 +1006,7 @@ static void handle_event(enum kind k, int fd, short revents, uint64_t t0_us)
 		break;
 	case K_V1_LEVEL:
 		drain(fd);
-		act("memcg-v1 pressure_level", 0, 0, 0, t0_us);
+		act("memcg-v1 pressure_level", 0, 0, 0, t0_us, coord_present());
 		break;
 	case K_V2_EVENTS:
 		mcg_v2_events_rearm(fd);
