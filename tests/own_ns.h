@@ -51,7 +51,7 @@
  * small numbers every run of the test shares. */
 static pid_t own_ns_tag_pid;
 
-static int own_ns_tag(void)
+static __attribute__((unused)) int own_ns_tag(void)
 {
 	return (int)(own_ns_tag_pid ? own_ns_tag_pid : getpid());
 }

@@ -52,6 +52,7 @@
 #include "fd_pass.h"
 #include "model.h"
 #include "model_cache.h"
+#include "own_ns.h"
 
 /*
  * Operations gated off because a known defect (issue 12) would fail them;
@@ -2230,6 +2231,26 @@ int main(void)
 	uint64_t nops, seconds;
 	double t0 = now_s();
 
+	/*
+	 * A soak runs long, beside other work: in a PID namespace of its own
+	 * (vrangectl elsewhere reads the pid a process publishes, its pid in
+	 * its own namespace, so it neither lists nor purges these) and a
+	 * network namespace (a coordinator elsewhere is not seen).  The model
+	 * knows only its own purges.
+	 */
+	if (soak && !getenv("VRANGE_MODEL_SHARED_NS")) {
+		const char *why;
+		int st = 1, r = own_ns_enter(&why, &st);
+
+		if (r == 1) {
+			fflush(NULL);
+			_exit(st);
+		}
+		if (r < 0)
+			fprintf(stderr, "soak: not in namespaces of its own (%s: %s): a "
+				"vrangectl purge or coordinator elsewhere reaches it\n",
+				why, strerror(-r));
+	}
 	ps = (size_t)sysconf(_SC_PAGESIZE);
 	quick = q && *q && *q != '0';
 	verbose = env_u64("VRANGE_MODEL_VERBOSE", 0) != 0;
