@@ -2090,9 +2090,9 @@ static int write_check(unsigned char *p, size_t len, unsigned char v)
 
 /*
  * Issue 25, item 9: memory marked volatile is unmapped (munmap, or replaced
- * by mmap(MAP_FIXED)) and new private anonymous memory is mapped at its
- * address - never passed to vrange() - while another thread purges in a
- * loop.  The newcomer is never registered with the library's userfaultfd,
+ * by mmap(MAP_FIXED)) and new memory is mapped at its address (private
+ * anonymous; now and then a shared file's) - never passed to vrange() -
+ * while another thread purges in a loop.  The newcomer is never registered with the library's userfaultfd,
  * never raises SIGBUS, never loses a byte.  A purge registered whatever
  * was mapped at the address it had checked (re-registering after its
  * discard, or adopting), so the newcomer was taken in about a quarter of
@@ -2106,7 +2106,7 @@ START_TEST(reuse_newcomer_while_purging)
 	struct timespec t0, t;
 	unsigned char *at;
 	pthread_t th;
-	int probe;
+	int probe, mfd;
 
 	if (!sigbus_mode())
 		TEST_SKIP("without userfaultfd (%s) nothing is ever registered",
@@ -2117,6 +2117,17 @@ START_TEST(reuse_newcomer_while_purging)
 	struct uffdio_api api = { .api = UFFD_API };
 	if (probe < 0 || ioctl(probe, UFFDIO_API, &api) < 0)
 		TEST_SKIP("no userfaultfd of the test's own to probe with");
+	/* A file newcomer: its cached pages count resident for mincore. */
+	mfd = memfd_create("item9", MFD_CLOEXEC);
+	ck_assert_int_ge(mfd, 0);
+	ck_assert_int_eq(ftruncate(mfd, (off_t)len), 0);
+	{
+		unsigned char *f = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+
+		ck_assert_ptr_ne(f, MAP_FAILED);
+		memset(f, 0x33, len);
+		munmap(f, len);
+	}
 	catch_bus();
 	atomic_store(&purger_stop, false);
 	ck_assert_int_eq(pthread_create(&th, NULL, purge_loop, NULL), 0);
@@ -2125,7 +2136,7 @@ START_TEST(reuse_newcomer_while_purging)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (r = 0; r < rounds; r++) {
 		unsigned char *x, *y;
-		bool fixed = r & 1;
+		bool fixed = r & 1, file = r % 4 == 3;
 
 		x = mmap(at, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -2144,7 +2155,8 @@ START_TEST(reuse_newcomer_while_purging)
 			;
 		if (fixed) {
 			y = mmap(x, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+				 file ? MAP_SHARED | MAP_FIXED : MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+				 file ? mfd : -1, 0);
 			ck_assert_ptr_eq(y, at);
 		} else {
 			munmap(x, len);
@@ -2175,6 +2187,7 @@ START_TEST(reuse_newcomer_while_purging)
 	atomic_store(&purger_stop, true);
 	pthread_join(th, NULL);
 	close(probe);
+	close(mfd);
 	printf("%ld rounds (%ld moved), %llu bytes purged: newcomers registered %ld, "
 	       "SIGBUS %ld, data lost %ld\n", r, moved,
 	       (unsigned long long)stats().purged_total, held, bus, lost);

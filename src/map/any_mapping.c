@@ -835,12 +835,16 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 
 /* ---- purging ------------------------------------------------------------- */
 
-/* Is every page of [a, b) resident? */
-static bool all_resident(uintptr_t a, uintptr_t b)
+/* Is [a, b) private anonymous memory, every page resident? */
+static bool still_resident_anon(uintptr_t a, uintptr_t b)
 {
 	unsigned char vec[VFILE_CHUNK_BYTES / 4096];
 	size_t n = (b - a) >> vr_page_shift;
+	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
 
+	/* A file's page counts resident in mincore when it is cached. */
+	if (vma_query(a, &v) < 0 || v.shared || v.inode != 0 || v.end < b)
+		return false;
 	if (n > sizeof(vec) || mincore((void *)a, b - a, vec) < 0)
 		return false;
 	for (size_t i = 0; i < n; i++)
@@ -862,8 +866,9 @@ enum discarded { DISCARDED, KEPT, FORGOTTEN };
  * memory checked can then be unmapped, but no munmap of it returns, and
  * the only newcomer its thread can have made is one an mmap(MAP_FIXED)
  * put in its place in the same call - which waits at the gate, so nobody
- * touched it: the pages mincore found resident are not resident there.
- * That is checked after the registration, before the discard.
+ * touched it: the pages mincore found resident are not resident there (or
+ * it is not private anonymous memory).  That is checked after the
+ * registration, before the discard.
  *
  * The registration stays (MISSING and write-protect) until the pages are
  * taken back (anymap_unpoison, on the thread whose call names them) or
@@ -886,7 +891,7 @@ static enum discarded discard_resident(struct vfile *f, uintptr_t a, uintptr_t b
 		if (uffd_register(a, b, missing) < 0)
 			return KEPT;
 		atomic_store(&anon_armed, true);
-		if (!all_resident(a, b)) {
+		if (!still_resident_anon(a, b)) {
 			/* Not the memory that was checked (or it lost pages
 			 * meanwhile): nothing is discarded, and its state goes
 			 * with the registration - state is never left on memory
