@@ -23,13 +23,20 @@
  *
  * The same userfaultfd gives SIGBUS mode: a resident page is discarded under
  * a MISSING registration with UFFD_FEATURE_SIGBUS (a touch meanwhile raises
- * SIGBUS), then poisoned (UFFDIO_POISON: SIGBUS on touch) and the
- * registration put back to write-protect only, so the mapping merges again.
+ * SIGBUS), then poisoned (UFFDIO_POISON: SIGBUS on touch); the MISSING
+ * registration stays until the page is taken back (anymap_unpoison).
+ *
+ * A purge runs on a thread that never named the memory it purges, so it
+ * registers by address only with the munmap reader held (unmap_events.h,
+ * the gate) and only memory it found registered with us under the gate:
+ * whatever it checked cannot be unmapped and replaced by the thread that
+ * owns it until the purge is done (see discard_resident).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +95,7 @@ static int anon_uffd = -1;
 static bool events_on; /* munmap of registered memory is reported */
 static bool strict_sweep; /* events were lost: trust registrations only */
 static _Atomic uint32_t released_gen; /* registrations given back so far */
+static _Atomic uint32_t marks_running; /* anymap_vrange() calls under way */
 
 /* ---- the userfaultfd that gives identity and SIGBUS mode ---------------- */
 
@@ -154,13 +162,11 @@ static bool identity_holds(uintptr_t a, uintptr_t b)
 }
 
 /*
- * Set after a system call failed while a purge re-registered anonymous
- * memory.  armed: some purged range may have kept its MISSING registration
- * (touches raise SIGBUS through it): unpoisoning drops it.  lost: some
- * range may have lost the identity registration, so "no longer ours" can
- * no longer prove that purged pages belong to a newcomer (apply_one).
+ * Set once a purge registered anonymous memory MISSING (discard_resident):
+ * purged ranges keep that registration (touches raise SIGBUS through it
+ * where no marker is): unpoisoning drops it.
  */
-static _Atomic bool anon_armed, anon_identity_lost;
+static _Atomic bool anon_armed;
 
 static void anon_before_fork(void);
 static void anon_child_after_fork(void);
@@ -719,7 +725,7 @@ static int apply_one(const struct known *k, uintptr_t a, uintptr_t e, int mode,
 	 * no purge ever touches.  Its data is intact.  Where any piece is
 	 * still ours, purged pages may be there: PURGED.
 	 */
-	if (r == VRANGE_PURGED && !k->file && k->wp && !anon_identity_lost &&
+	if (r == VRANGE_PURGED && !k->file && k->wp &&
 	    !identity_holds(a, e) && !any_piece_ours(a, e))
 		r = VRANGE_INTACT;
 	*was_purged |= r == VRANGE_PURGED;
@@ -753,7 +759,7 @@ static void relearn(uintptr_t a, uintptr_t b)
 	(void)validate(a, b);
 }
 
-int anymap_vrange(void *addr, size_t len, int mode, int *purged)
+static int vrange_any(void *addr, size_t len, int mode, int *purged)
 {
 	uintptr_t mask = vr_page_size - 1, a = (uintptr_t)addr;
 	uintptr_t oa = a & ~mask, ob = (a + len + mask) & ~mask;
@@ -790,8 +796,10 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	 * file, refuses its metadata pages).
 	 */
 	gen = atomic_load_explicit(&released_gen, memory_order_acquire);
-	if (known_get(oa, &k) && ob <= k.end && !k.file &&
-	    !(events_on && unmap_events_unsettled())) {
+	/* Events first, then the table: an event still being applied may
+	 * not have cut its entry yet (unmap_events_done comes after). */
+	if (!(events_on && unmap_events_unsettled()) && known_get(oa, &k) &&
+	    ob <= k.end && !k.file) {
 		r = ia < ib ? apply_one(&k, ia, ib, mode, &was_purged) : 0;
 	} else {
 		settle_events();
@@ -813,11 +821,65 @@ int anymap_vrange(void *addr, size_t len, int mode, int *purged)
 	return r;
 }
 
+/* Counted while it runs: a purge leaves alone state on memory it finds
+ * unregistered while a call may be about to register it (adopt). */
+int anymap_vrange(void *addr, size_t len, int mode, int *purged)
+{
+	int r;
+
+	atomic_fetch_add(&marks_running, 1);
+	r = vrange_any(addr, len, mode, purged);
+	atomic_fetch_sub(&marks_running, 1);
+	return r;
+}
+
 /* ---- purging ------------------------------------------------------------- */
 
-/* Discard the resident pages [a, b) of a mapping whose identity holds.
- * False if nothing was discarded (SIGBUS mode could not be armed). */
-static bool discard_resident(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus)
+/* Is [a, b) private anonymous memory, every page resident? */
+static bool still_resident_anon(uintptr_t a, uintptr_t b)
+{
+	unsigned char vec[VFILE_CHUNK_BYTES / 4096];
+	size_t n = (b - a) >> vr_page_shift;
+	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
+
+	/* A file's page counts resident in mincore when it is cached. */
+	if (vma_query(a, &v) < 0 || v.shared || v.inode != 0 || v.end < b)
+		return false;
+	if (n > sizeof(vec) || mincore((void *)a, b - a, vec) < 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(vec[i] & 1))
+			return false;
+	return true;
+}
+
+enum discarded { DISCARDED, KEPT, FORGOTTEN };
+
+/*
+ * Discard the resident pages [a, b) of a mapping whose identity held when
+ * the caller shut the event gate (walk_pieces).  KEPT if nothing was
+ * discarded (SIGBUS mode could not be armed), FORGOTTEN if the memory
+ * there is not what was checked.
+ *
+ * UFFDIO_REGISTER takes whatever is mapped at the address, so the MISSING
+ * registration is made by address only while the gate is shut: the
+ * memory checked can then be unmapped, but no munmap of it returns, and
+ * the only newcomer its thread can have made is one an mmap(MAP_FIXED)
+ * put in its place in the same call - which waits at the gate, so nobody
+ * touched it: the pages mincore found resident are not resident there (or
+ * it is not private anonymous memory).  That is checked after the
+ * registration, before the discard.
+ *
+ * The registration stays (MISSING and write-protect) until the pages are
+ * taken back (anymap_unpoison, on the thread whose call names them) or
+ * unmapped: going back to write-protect alone would mean an unregistration
+ * first (the kernel keeps a registration that has every mode asked for),
+ * and in that window an munmap is neither told nor kept waiting - its
+ * thread could map something new there, which the next registration would
+ * take.
+ */
+static enum discarded discard_resident(struct vfile *f, uintptr_t a, uintptr_t b,
+				       bool sigbus)
 {
 	const __u64 missing = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP;
 	struct uffdio_poison po = { .range = { a, b - a } };
@@ -825,24 +887,27 @@ static bool discard_resident(struct vfile *f, uintptr_t a, uintptr_t b, bool sig
 
 	/* From the registration on a touch raises SIGBUS: without it the
 	 * pages would read zeros, so then they are not purged. */
-	if (sigbus && uffd_register(a, b, missing) < 0)
-		return false;
+	if (sigbus) {
+		if (uffd_register(a, b, missing) < 0)
+			return KEPT;
+		atomic_store(&anon_armed, true);
+		if (!still_resident_anon(a, b)) {
+			/* Not the memory that was checked (or it lost pages
+			 * meanwhile): nothing is discarded, and its state goes
+			 * with the registration - state is never left on memory
+			 * whose munmap we would not be told of. */
+			ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur);
+			rt_clear(&f->tree, a >> vr_page_shift, b >> vr_page_shift, NULL, NULL);
+			return FORGOTTEN;
+		}
+	}
 	rt_mark_purged(&f->tree, a >> vr_page_shift, b >> vr_page_shift, NULL);
 	madvise((void *)a, b - a, MADV_DONTNEED);
-	if (!sigbus)
-		return true;
-	/* Markers, then back to write-protect only so the mapping merges
-	 * again.  Where a step fails the MISSING registration stays and
-	 * raises SIGBUS instead of the markers; unpoisoning drops it. */
-	if (ioctl(anon_uffd, UFFDIO_POISON, &po) < 0 ||
-	    ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur) < 0) {
-		atomic_store(&anon_armed, true);
-	} else if (uffd_register(a, b, UFFDIO_REGISTER_MODE_WP) < 0) {
-		atomic_store(&anon_armed, true);
-		if (uffd_register(a, b, missing) < 0)
-			atomic_store(&anon_identity_lost, true);
-	}
-	return true;
+	/* Markers; where that fails the MISSING registration raises SIGBUS
+	 * instead. */
+	if (sigbus)
+		ioctl(anon_uffd, UFFDIO_POISON, &po);
+	return DISCARDED;
 }
 
 /* Split [a, b) by residency: discard what holds data, re-queue the rest. */
@@ -857,13 +922,16 @@ static void discard_piece(struct vfile *f, uintptr_t a, uintptr_t b, bool sigbus
 	for (size_t i = 0; i < n;) {
 		size_t j = i;
 		bool resident = vec[i] & 1;
+		enum discarded d = KEPT;
 
 		while (j < n && (vec[j] & 1) == resident)
 			j++;
 		uintptr_t ra = a + (i << vr_page_shift), rb = a + (j << vr_page_shift);
-		if (resident && discard_resident(f, ra, rb, sigbus)) {
+		if (resident)
+			d = discard_resident(f, ra, rb, sigbus);
+		if (d == DISCARDED) {
 			*freed += rb - ra;
-		} else {
+		} else if (d == KEPT) {
 			/* Held no data (nothing to free, nothing to signal),
 			 * or could not be purged: queued again. */
 			rt_mark_volatile(&f->tree, ra >> vr_page_shift,
@@ -929,7 +997,12 @@ static void release_if_idle(uintptr_t addr)
 		return;
 	known_trim(k.start, k.end, false, UINT64_MAX);
 	ur = (struct uffdio_range){ k.start, k.end - k.start };
-	ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur);
+	/* Only while still ours, with the gate shut: an address that holds
+	 * something else now may be memory another call registered. */
+	unmap_events_hold();
+	if (identity_holds(k.start, k.end))
+		ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur);
+	unmap_events_release();
 	/* After the entry is gone: a marker that sees this cannot find it. */
 	atomic_fetch_add(&released_gen, 1);
 }
@@ -972,6 +1045,9 @@ static void drain_events(void)
 		n = unmap_events_take(ev, 32, &lost);
 		for (size_t i = 0; i < n; i++)
 			apply_unmap(ev[i].start, ev[i].end, ev[i].seq);
+		/* Only now: a mark on the fast path that saw no event
+		 * unsettled finds the entries these events cut gone. */
+		unmap_events_done(n);
 		if (lost)
 			strict_sweep = true;
 	} while (n == 32);
@@ -980,26 +1056,22 @@ static void drain_events(void)
 enum piece { NOT_OURS, OURS, UNSURE };
 
 /*
- * The piece [a, e) is not registered with us but holds state: with munmap
- * events applied, that state was given to it after the old memory there
- * went (apply_unmap forgot the rest), so it is the memory that was marked
- * - register that piece and learn it.  A piece without state is a
- * newcomer nobody passed to vrange(): never registered (contract 5).
- * UNSURE while an munmap event waits to be read (its stamp would decide).
+ * The piece [a, e) is not registered with us but holds state.  A purge
+ * never registers it by address: the memory there may be a newcomer whose
+ * predecessor's munmap went untold (it was not registered either), and a
+ * registration would take it.  Such state comes from a mark that went
+ * through an entry release_if_idle had just given back; the marking call
+ * learns and registers the memory again before it returns (relearn).  So
+ * while a vrange() call runs the piece is UNSURE (left for a later pass);
+ * otherwise the state is of memory that is gone, or that we can no longer
+ * watch: forgotten (never discarded).  Caller holds the anonymous lock;
+ * events read so far are applied (walk_pieces).
  */
 static enum piece adopt(uintptr_t a, uintptr_t e)
 {
-	struct known k = { .start = a, .end = e };
-
 	if (!events_on || strict_sweep || !holds_state(a, e))
 		return NOT_OURS;
-	if (unmap_events_pending())
-		return UNSURE;
-	if (uffd_register(a, e, UFFDIO_REGISTER_MODE_WP) < 0)
-		return NOT_OURS;
-	k.wp = true;
-	known_add(&k, a);
-	return OURS;
+	return atomic_load(&marks_running) ? UNSURE : NOT_OURS;
 }
 
 /*
@@ -1037,6 +1109,19 @@ static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, boo
 }
 
 /*
+ * Apply every munmap event there is: an munmap under way (its event
+ * queued, not read) is let finish first, so the walk judges no piece by
+ * state its old memory left.  The reader reads at once; the wait is
+ * bounded all the same.  Anonymous lock held, gate open.
+ */
+static void settle_now(void)
+{
+	for (int i = 0; i < 1000 && events_on && unmap_events_pending(); i++)
+		sched_yield();
+	drain_events();
+}
+
+/*
  * Walk [a, b) mapping by mapping: pieces that are still ours go to fn,
  * holes and memory that is not ours are forgotten, unsure pieces are left
  * as they are.  Caller holds the anonymous tree's lock.
@@ -1045,13 +1130,15 @@ static void walk_pieces(uintptr_t a, uintptr_t b,
 			void (*fn)(uintptr_t a, uintptr_t e, bool wp, void *arg),
 			void *arg, bool requeue_unsure)
 {
-	drain_events();
 	while (a < b) {
 		struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
+		enum piece p;
 		uintptr_t e;
 		bool wp;
+		int q;
 
-		int q = vma_query_next(a, &v);
+		settle_now();
+		q = vma_query_next(a, &v);
 
 		if (q < 0 && q != -ENOENT) {
 			/* Cannot tell now: keep the state, try at a later pass. */
@@ -1069,9 +1156,21 @@ static void walk_pieces(uintptr_t a, uintptr_t b,
 			a = v.start;
 		}
 		e = v.end < b ? v.end : b;
-		switch (piece_ours(&v, a, &e, &wp)) {
-		case OURS:
+		/*
+		 * The identity check and whatever fn does by address happen
+		 * with the gate shut: memory found registered cannot be
+		 * unmapped and replaced by its thread meanwhile (its munmap
+		 * waits for the reader).
+		 */
+		if (events_on)
+			unmap_events_hold();
+		p = piece_ours(&v, a, &e, &wp);
+		if (p == OURS)
 			fn(a, e, wp, arg);
+		if (events_on)
+			unmap_events_release();
+		switch (p) {
+		case OURS:
 			break;
 		case NOT_OURS:
 			forget_span(a, e);
@@ -1144,7 +1243,8 @@ int anymap_unpoison(uint64_t start, uint64_t end)
 	r = identity_check(a, b);
 	if (r <= 0)
 		return r;
-	/* A purge's MISSING registration may have stayed (discard_resident). */
+	/* A purge's MISSING registration stays (discard_resident): dropped
+	 * here, on the thread whose call names the memory. */
 	if (atomic_load(&anon_armed) &&
 	    (ioctl(anon_uffd, UFFDIO_UNREGISTER, &ur) < 0 ||
 	     uffd_register(a, b, UFFDIO_REGISTER_MODE_WP) < 0)) {

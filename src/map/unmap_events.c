@@ -10,6 +10,7 @@
  * holds the anonymous state's lock takes them out.
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "unmap_events.h"
@@ -34,6 +36,29 @@ static _Atomic int reader_fd = -1;
  * returned is always in the ring by the time anyone looks.
  */
 static _Atomic bool reading;
+/*
+ * The gate (unmap_events_hold): while it is shut the reader reads
+ * nothing, so an unmapper of registered memory stays in munmap (or in the
+ * mmap(MAP_FIXED) that replaced it) until the holder is done.  The reader
+ * waits only for the holder, which waits for nothing: it makes a few
+ * system calls and opens the gate.
+ */
+static _Atomic int gate;        /* 1: shut */
+static _Atomic int gate_waiter; /* the reader sleeps on it */
+
+/* Wait until the gate is open, then set reading; false if it was shut. */
+static bool enter_read(void)
+{
+	/* Dekker with unmap_events_hold: both store, then load (seq_cst). */
+	atomic_store(&reading, true);
+	if (!atomic_load(&gate))
+		return true;
+	atomic_store(&reading, false);
+	atomic_store(&gate_waiter, 1);
+	while (atomic_load(&gate))
+		syscall(SYS_futex, &gate, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+	return false;
+}
 
 static void push(uintptr_t start, uintptr_t end, uint64_t seq)
 {
@@ -97,7 +122,8 @@ static void *reader(void *arg)
 		 * read: every mark older than this stamp was made before the
 		 * munmap, every newer one after it returned.
 		 */
-		atomic_store(&reading, true);
+		while (!enter_read())
+			;
 		if (!read_all(fd, vr_seq_barrier())) {
 			atomic_store(&reading, false);
 			break;
@@ -145,9 +171,29 @@ size_t unmap_events_take(struct unmap_event *out, size_t max, bool *was_lost)
 	t = atomic_load_explicit(&tail, memory_order_acquire);
 	while (h != t && n < max)
 		out[n++] = ring[h++ % RING];
-	atomic_store_explicit(&head, h, memory_order_release);
 	*was_lost = atomic_exchange(&lost, false);
 	return n;
+}
+
+void unmap_events_done(size_t n)
+{
+	atomic_store_explicit(&head, atomic_load_explicit(&head, memory_order_relaxed) + (uint32_t)n,
+			      memory_order_release);
+}
+
+void unmap_events_hold(void)
+{
+	atomic_store(&gate, 1);
+	/* A read that began before the gate shut ends without waiting. */
+	while (atomic_load(&reading))
+		sched_yield();
+}
+
+void unmap_events_release(void)
+{
+	atomic_store(&gate, 0);
+	if (atomic_exchange(&gate_waiter, 0))
+		syscall(SYS_futex, &gate, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 bool unmap_events_unsettled(void)
@@ -172,4 +218,6 @@ void unmap_events_forget(void)
 	atomic_store(&tail, 0);
 	atomic_store(&lost, false);
 	atomic_store(&reading, false);
+	atomic_store(&gate, 0);
+	atomic_store(&gate_waiter, 0);
 }

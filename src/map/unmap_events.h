@@ -33,15 +33,27 @@ struct unmap_event {
 int unmap_events_start(int uffd) VR_HIDDEN;
 
 /*
- * Take up to max events read so far, oldest first.  *lost is set when the
- * queue overflowed since the last call (events were dropped: treat every
- * known mapping as suspect).  One consumer at a time (the caller holds the
- * anonymous state's lock).
+ * Copy up to max events read so far, oldest first; they stay queued (and
+ * unmap_events_unsettled() true) until unmap_events_done(n) says they are
+ * applied.  *lost is set when the queue overflowed since the last call
+ * (events were dropped: treat every known mapping as suspect).  One
+ * consumer at a time (the caller holds the anonymous state's lock).
  */
 size_t unmap_events_take(struct unmap_event *out, size_t max, bool *lost) VR_HIDDEN;
+void unmap_events_done(size_t n) VR_HIDDEN;
 
 /*
- * Is an event being read, or read and not yet taken?  One or two atomic
+ * Shut the gate: until unmap_events_release(), no event is read, so no
+ * munmap (or mmap(MAP_FIXED), mremap) of memory registered with us when
+ * the gate shut returns, and its thread cannot map anything new in the
+ * hole.  Held only around a few system calls that wait for no thread
+ * (never across a lock).  One holder at a time (the anonymous lock).
+ */
+void unmap_events_hold(void) VR_HIDDEN;
+void unmap_events_release(void) VR_HIDDEN;
+
+/*
+ * Is an event being read, or read and not yet applied?  One or two atomic
  * loads: the marking fast path asks, so that no mark goes through a table
  * entry whose memory an munmap that already returned took away.
  */
