@@ -237,6 +237,9 @@ static uint64_t psi_some_us(void)
 }
 
 static uint64_t seed_psi_us;
+/* VRANGE_MODEL_WATCH=F:PG with VRANGE_MODEL_VERBOSE=1: the model's view of
+ * one page after every step (replaying a violation). */
+static int watch_f = -1, watch_pg;
 
 /*
  * What the kernel shows at every live object's address, in its process:
@@ -2137,8 +2140,16 @@ static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 		opn++;
 		g_spawn();
 	}
-	while (opn < nops)
+	while (opn < nops) {
 		step();
+		if (watch_f >= 0 && verbose) {
+			const struct pgm *g = &F[watch_f].pg[watch_pg];
+
+			fprintf(stderr, "    [watch f%d:%d vol %d maybe %d must %d reset %d "
+					"zok %d seed %#x]\n", watch_f, watch_pg, g->vol,
+				g->maybe, g->must, g->reset, g->zok, g->seed);
+		}
+	}
 	opn++;
 	mcache_teardown(P[0].budget);
 	teardown();
@@ -2255,6 +2266,11 @@ int main(void)
 	quick = q && *q && *q != '0';
 	verbose = env_u64("VRANGE_MODEL_VERBOSE", 0) != 0;
 	multi = env_u64("VRANGE_MODEL_PEERS", 1) != 0;
+	if (getenv("VRANGE_MODEL_WATCH") &&
+	    sscanf(getenv("VRANGE_MODEL_WATCH"), "%d:%d", &watch_f, &watch_pg) != 2)
+		watch_f = -1;
+	if (watch_f >= M_MAXFILE || watch_pg < 0 || watch_pg >= M_MAXPG)
+		watch_f = -1;
 	reuse = (int)env_u64("VRANGE_MODEL_REUSE", (uint64_t)reuse);
 	signal(SIGPIPE, SIG_IGN);
 	/* Before the library's first use: peers start from a clean process. */
