@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,9 @@ struct group {
 
 static volatile sig_atomic_t stop;
 static bool verbose;
+static int sched_fd = -1;          /* /proc/thread-self/schedstat */
+static uint64_t run_delay_ns;      /* its run_delay at the last sample */
+static uint64_t wake_us;           /* the last sleep's wake-up latency */
 
 static void on_signal(int sig)
 {
@@ -81,6 +85,30 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* --verbose: a line on stderr, stamped with CLOCK_MONOTONIC in ms. */
+__attribute__((format(printf, 1, 2))) static void vlog(const char *fmt, ...)
+{
+	struct timespec ts;
+	va_list ap;
+
+	if (!verbose)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fprintf(stderr, "[%.3f] vrangectl: ", (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }
 
 /* A number from a small file ("max" or unreadable: UINT64_MAX). */
@@ -263,8 +291,7 @@ static void arm(struct group *g)
 			g->crit_efd = fd >= 0 ? fd : -1;
 		}
 	}
-	if (verbose)
-		fprintf(stderr, "vrangectl: %s: limit %" PRIu64 ", events:%s%s%s\n", g->dir,
+	vlog("%s: limit %" PRIu64 ", events:%s%s%s", g->dir,
 			limit, g->warn_efd >= 0 ? " v1-thresholds" : "",
 			g->events_fd >= 0 ? " memory.events" : "", g->psi_fd >= 0 ? " psi" : "");
 }
@@ -309,14 +336,16 @@ static uint64_t check_group(const struct vc_proc *p, struct group *g)
 		uint64_t want = critical ? UINT64_MAX : usage + 2 * headroom - limit;
 
 		if (critical || usage > g->after_act || now - g->act_ms >= STALE_ACT_MS) {
-			uint64_t freed = purge_group(p, g, want);
+			uint64_t freed, t0 = now_us();
 
-			if (verbose)
-				fprintf(stderr, "vrangectl: %s: usage %" PRIu64 " limit %" PRIu64
-					": freed %" PRIu64 " of %" PRIu64 " wanted\n",
-					g->dir[0] ? g->dir : "machine", usage, limit, freed, want);
+			vlog("%s: usage %" PRIu64 " limit %" PRIu64 ": purging %" PRIu64,
+			     g->dir[0] ? g->dir : "machine", usage, limit, want);
+			freed = purge_group(p, g, want);
 			g->act_ms = now_ms();
 			level(g, &limit, &g->after_act);
+			vlog("%s: freed %" PRIu64 " of %" PRIu64 " wanted in %" PRIu64
+			     " us, usage now %" PRIu64, g->dir[0] ? g->dir : "machine", freed, want,
+			     now_us() - t0, g->after_act);
 		}
 		return POLL_MIN_MS;
 	}
@@ -352,6 +381,26 @@ static int listen_socket(void)
 	else
 		fprintf(stderr, "vrangectl: coordinate: cannot listen: %s\n", strerror(errno));
 	return -EADDRINUSE;
+}
+
+/*
+ * Wake-up latency: how long this thread waited for a CPU since the last
+ * sample (the growth of run_delay in its schedstat) - after a sleep, the
+ * time between its event or timer firing and it running.
+ */
+static void sample_latency(void)
+{
+	char buf[128];
+	unsigned long long run, delay;
+	ssize_t n;
+
+	if (sched_fd < 0 || (n = pread(sched_fd, buf, sizeof(buf) - 1, 0)) <= 0)
+		return;
+	buf[n] = 0;
+	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		return;
+	wake_us = run_delay_ns && delay >= run_delay_ns ? (delay - run_delay_ns) / 1000 : 0;
+	run_delay_ns = delay;
 }
 
 /* Take over the events and policy state of the groups that stay. */
@@ -400,6 +449,7 @@ static void serve(int lfd)
 
 		if (now >= refresh_at) {
 			size_t nold = ng;
+			uint64_t t0 = now_us();
 
 			memcpy(old, groups, sizeof(groups[0]) * ng);
 			vc_procs_free(procs, n);
@@ -412,6 +462,8 @@ static void serve(int lfd)
 			free_groups(old, nold);
 			memset(next_check, 0, sizeof(next_check));
 			refresh_at = now + REFRESH_MS;
+			vlog("refresh: %zu processes, %zu groups in %" PRIu64 " us", n, ng,
+			     now_us() - t0);
 		}
 		for (size_t i = 0; i < ng; i++) {
 			if (now_ms() >= next_check[i])
@@ -444,7 +496,9 @@ static void serve(int lfd)
 				pf[npf++] = (struct pollfd){ g->psi_fd, POLLPRI, 0 };
 			}
 		}
+		sample_latency();
 		r = poll(pf, npf, (int)next);
+		sample_latency();
 		if (r <= 0)
 			continue;
 		if (pf[0].revents)
@@ -455,6 +509,9 @@ static void serve(int lfd)
 
 			if (!pf[k].revents)
 				continue;
+			vlog("%s: event on fd %d (%s), woke %" PRIu64 " us late", g->dir, pf[k].fd,
+			     pf[k].fd == g->warn_efd ? "v1 edge" : pf[k].fd == g->crit_efd ?
+			     "v1 critical" : pf[k].fd == g->events_fd ? "memory.events" : "psi", wake_us);
 			if (pf[k].fd == g->events_fd)
 				mcg_v2_events_rearm(pf[k].fd);
 			else if (pf[k].fd == g->psi_fd && (pf[k].revents & POLLERR))
@@ -496,11 +553,14 @@ int vc_cmd_coordinate(int argc, char **argv)
 		fprintf(stderr, "vrangectl: coordinate: %s\n", strerror(errno));
 		return 1;
 	}
+	sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	serve(lfd);
 	close(lfd);
+	if (sched_fd >= 0)
+		close(sched_fd);
 	return 0;
 bad:
 	fputs("usage: vrangectl coordinate [--foreground] [--verbose]\n", stderr);
