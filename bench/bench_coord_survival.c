@@ -4,8 +4,8 @@
  * does the allocator survive with `vrangectl coordinate` as the only
  * purger, and with the processes' own monitors?
  *
- *   bench-coord-survival VRANGECTL [--runs N] [--no-hog] [--only coordinator|monitors]
- *                        [--log DIR]
+ *   bench-coord-survival VRANGECTL [--runs N] [--no-hog] [--no-rtprio]
+ *                        [--only coordinator|monitors] [--log DIR]
  *
  * One run: a fresh cgroup v1 memory cgroup (limit 306 MiB), four processes
  * each holding a 64 MiB region, written and marked volatile, and a fifth
@@ -15,7 +15,9 @@
  * "monitors": each holder's own monitor purges.  "coordinator": the
  * holders' monitors are stopped and `VRANGECTL coordinate --foreground
  * --verbose` (started for the run, outside the cgroup) is the only
- * purger.  With one CPU-bound process per core (unless --no-hog) for the
+ * purger; it runs as a uid of the bench's own, with CAP_SYS_NICE (as a
+ * system unit's AmbientCapabilities= would give it) unless --no-rtprio, so
+ * it may make itself real-time.  With one CPU-bound process per core (unless --no-hog) for the
  * whole bench.  The two modes alternate run by run, so both see the same
  * load.  A run survives if the allocator got its 128 MiB (an OOM kill ends
  * it with SIGKILL).  Printed per run: the headroom at the start, the MiB
@@ -38,6 +40,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,6 +61,7 @@ static const char *ctl;
 static const char *log_dir;
 static char mnt[256];
 static uid_t bench_uid;
+static bool grant_rtprio = true;
 
 static uint64_t now_ns(void)
 {
@@ -106,11 +111,31 @@ static int join(const char *dir)
  * root on the machine.  Dumpable again after the change, as an exec'd
  * process of that user is, so that the coordinator may read /proc/<pid>/fd.
  */
-static void become_user(void)
+static void become_user(bool sys_nice)
 {
+	if (sys_nice && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+		_exit(126);
 	if (setgid(bench_uid) < 0 || setuid(bench_uid) < 0)
 		_exit(126);
 	prctl(PR_SET_DUMPABLE, 1);
+	if (sys_nice) {
+		/*
+		 * CAP_SYS_NICE kept as an ambient capability through the
+		 * exec, as a system unit's User= with
+		 * AmbientCapabilities=CAP_SYS_NICE gives it: the coordinator
+		 * may then make itself real-time.  (Raising RLIMIT_RTPRIO
+		 * instead needs CAP_SYS_RESOURCE, which this machine's root
+		 * lacks.)
+		 */
+		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_data_struct d[2];
+
+		memset(d, 0, sizeof(d));
+		d[0].permitted = d[0].effective = d[0].inheritable = 1u << CAP_SYS_NICE;
+		if (syscall(SYS_capset, &h, d) < 0 ||
+		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0) < 0)
+			fprintf(stderr, "CAP_SYS_NICE not kept: %s\n", strerror(errno));
+	}
 }
 
 /* A holder: 64 MiB volatile, then waits; on a byte (or EOF) of cmd it
@@ -124,7 +149,7 @@ static void holder(const char *dir, bool monitor, int cmd, int res)
 
 	if (join(dir) < 0)
 		_exit(2);
-	become_user();
+	become_user(false);
 	if (vrange_region_create("coord-survival", HELD, VRANGE_ACCESS_ZERO, &r) < 0)
 		_exit(2);
 	if (!monitor)
@@ -223,7 +248,7 @@ static pid_t spawn_coordinator(const char *log)
 
 		if (fd >= 0)
 			dup2(fd, 2);
-		become_user();
+		become_user(grant_rtprio);
 		execl(ctl, ctl, "coordinate", "--foreground", "--verbose", (char *)NULL);
 		_exit(127);
 	}
@@ -399,6 +424,8 @@ int main(int argc, char **argv)
 			runs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--no-hog"))
 			hog = false;
+		else if (!strcmp(argv[i], "--no-rtprio"))
+			grant_rtprio = false;
 		else if (!strcmp(argv[i], "--log") && i + 1 < argc)
 			log_dir = argv[++i];
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
@@ -471,7 +498,7 @@ int main(int argc, char **argv)
 	}
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s VRANGECTL [--runs N] [--no-hog] "
+	fprintf(stderr, "usage: %s VRANGECTL [--runs N] [--no-hog] [--no-rtprio] "
 		"[--only coordinator|monitors] [--log DIR]\n", argv[0]);
 	return 2;
 }
