@@ -4,7 +4,8 @@
  * does the allocator survive with `vrangectl coordinate` as the only
  * purger, and with the processes' own monitors?
  *
- *   bench-coord-survival VRANGECTL [--runs N] [--no-hog] [--no-rtprio]
+ *   bench-coord-survival VRANGECTL [--baseline VRANGECTL] [--runs N] [--no-hog]
+ *                        [--hogs-per-core N] [--no-rtprio]
  *                        [--only coordinator|monitors] [--log DIR]
  *
  * One run: a fresh cgroup v1 memory cgroup (limit 306 MiB), four processes
@@ -18,8 +19,9 @@
  * purger; it runs as a uid of the bench's own, with CAP_SYS_NICE (as a
  * system unit's AmbientCapabilities= would give it) unless --no-rtprio, so
  * it may make itself real-time.  With one CPU-bound process per core (unless --no-hog) for the
- * whole bench.  The two modes alternate run by run, so both see the same
- * load.  A run survives if the allocator got its 128 MiB (an OOM kill ends
+ * whole bench (--hogs-per-core N: N per core).  --baseline: another
+ * build's vrangectl (a copy of an older one) as a third mode.  The modes
+ * alternate run by run, so all see the same load.  A run survives if the allocator got its 128 MiB (an OOM kill ends
  * it with SIGKILL).  Printed per run: the headroom at the start, the MiB
  * the allocator got, the least headroom seen (usage sampled every ~0.5 ms
  * from outside the cgroup), the MiB purged; then survived/runs of each
@@ -42,7 +44,10 @@
 #include <sys/prctl.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,7 +62,7 @@
 #define ALLOC_NS_PER_MIB 1000000ull /* 1 GiB/s */
 #define MAX_SAMPLES 20000
 
-static const char *ctl;
+static const char *ctl, *base_ctl;
 static const char *log_dir;
 static char mnt[256];
 static uid_t bench_uid;
@@ -239,7 +244,7 @@ static void *sample_main(void *arg)
 	return NULL;
 }
 
-static pid_t spawn_coordinator(const char *log)
+static pid_t spawn_coordinator(const char *prog, const char *log)
 {
 	pid_t pid = fork();
 
@@ -249,10 +254,27 @@ static pid_t spawn_coordinator(const char *log)
 		if (fd >= 0)
 			dup2(fd, 2);
 		become_user(grant_rtprio);
-		execl(ctl, ctl, "coordinate", "--foreground", "--verbose", (char *)NULL);
+		execl(prog, prog, "coordinate", "--foreground", "--verbose", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
+}
+
+/* Whether a coordinator of the bench's uid listens (its abstract address,
+ * src/purge/coordinator.c). */
+static bool coordinator_listens(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "vrange-coordinator-%u",
+			 (unsigned int)bench_uid);
+	bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa,
+				     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+						 (size_t)n)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
 }
 
 struct result {
@@ -276,7 +298,10 @@ static uint64_t oom_kills(const char *dir)
 	return v;
 }
 
-static int one_run(int run, bool coordinator, struct result *res)
+/* mode: 0 coordinator, 1 baseline coordinator, 2 monitors */
+static const char *const mode_name[] = { "coordinator", "baseline", "monitors" };
+
+static int one_run(int run, int m, struct result *res)
 {
 	static struct sampler s;
 	char dir[512], val[32], path[700], log[700];
@@ -284,7 +309,8 @@ static int one_run(int run, bool coordinator, struct result *res)
 	pid_t holders[HOLDERS], alloc, coord = -1;
 	struct shared *sh;
 	pthread_t th;
-	const char *mode = coordinator ? "coordinator" : "monitors";
+	const char *mode = mode_name[m];
+	bool coordinator = m < 2;
 
 	memset(res, 0, sizeof(*res));
 	memset(&s, 0, sizeof(s));
@@ -302,8 +328,12 @@ static int one_run(int run, bool coordinator, struct result *res)
 		return -1;
 	memset(sh, 0, sizeof(*sh));
 	if (coordinator) {
-		snprintf(log, sizeof(log), "%s/run%02d-coordinator.log", log_dir ? log_dir : "", run);
-		coord = spawn_coordinator(log_dir ? log : NULL);
+		snprintf(log, sizeof(log), "%s/run%02d-%s.log", log_dir ? log_dir : "", run, mode);
+		coord = spawn_coordinator(m ? base_ctl : ctl, log_dir ? log : NULL);
+		/* Under load its start may take a while: the run begins once
+		 * it listens. */
+		for (int i = 0; i < 1000 && !coordinator_listens(); i++)
+			usleep(10000);
 	}
 	for (int i = 0; i < HOLDERS; i++) {
 		if (pipe2(cmd[i], O_CLOEXEC) < 0 || pipe2(rp[i], O_CLOEXEC) < 0)
@@ -340,7 +370,7 @@ static int one_run(int run, bool coordinator, struct result *res)
 		char cmdline[2048];
 
 		snprintf(cmdline, sizeof(cmdline), "cp %s/memory.stat %s/run%02d-%s-stat.txt", dir,
-			 log_dir, run, coordinator ? "coordinator" : "monitors");
+			 log_dir, run, mode);
 		if (system(cmdline) != 0)
 			fprintf(stderr, "%s failed\n", cmdline);
 	}
@@ -414,10 +444,10 @@ int main(int argc, char **argv)
 {
 	char line[4096];
 	FILE *f;
-	int runs = 10, nhogs = 0, ok[2] = { 0, 0 }, done[2] = { 0, 0 };
-	bool hog = true, want[2] = { true, true };
+	int runs = 10, nhogs = 0, per_core = 1, ok[3] = { 0 }, done[3] = { 0 };
+	bool hog = true, want[3] = { true, false, true };
 	pid_t hogs[64];
-	uint64_t minh[2][256];
+	uint64_t minh[3][256];
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--runs") && i + 1 < argc)
@@ -428,17 +458,22 @@ int main(int argc, char **argv)
 			grant_rtprio = false;
 		else if (!strcmp(argv[i], "--log") && i + 1 < argc)
 			log_dir = argv[++i];
+		else if (!strcmp(argv[i], "--hogs-per-core") && i + 1 < argc)
+			per_core = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--baseline") && i + 1 < argc)
+			base_ctl = argv[++i];
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			i++;
 			want[0] = !strcmp(argv[i], "coordinator");
-			want[1] = !strcmp(argv[i], "monitors");
+			want[2] = !strcmp(argv[i], "monitors");
 		} else if (argv[i][0] != '-' && !ctl)
 			ctl = argv[i];
 		else
 			goto usage;
 	}
-	if (!ctl || runs < 1 || runs > 256)
+	if (!ctl || runs < 1 || runs > 256 || per_core < 1 || per_core > 8)
 		goto usage;
+	want[1] = base_ctl && want[0];
 	f = fopen("/proc/self/mountinfo", "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		char m[256], fstype[64], super[512];
@@ -458,18 +493,18 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	/* A uid of this bench alone (see become_user). */
 	bench_uid = (uid_t)(200000 + getpid());
-	for (long c = sysconf(_SC_NPROCESSORS_ONLN); hog && c > 0 && nhogs < 64; c--)
+	for (long c = sysconf(_SC_NPROCESSORS_ONLN) * per_core; hog && c > 0 && nhogs < 64; c--)
 		hogs[nhogs++] = spawn_hog();
 	printf("%d holders x %" PRIu64 " MiB volatile in a %" PRIu64 " MiB v1 memory cgroup, "
 	       "%d MiB allocated at 1 GiB/s; %d CPU hog(s)\n", HOLDERS, HELD / MiB, LIMIT / MiB,
 	       ALLOC_MIB, nhogs);
 	for (int run = 0; run < runs; run++) {
-		for (int m = 0; m < 2; m++) {
+		for (int m = 0; m < 3; m++) {
 			struct result r;
 
 			if (!want[m])
 				continue;
-			if (one_run(run, m == 0, &r) < 0) {
+			if (one_run(run, m, &r) < 0) {
 				printf("run %d: setup failed\n", run);
 				continue;
 			}
@@ -477,7 +512,7 @@ int main(int argc, char **argv)
 			minh[m][done[m]++] = r.min_headroom;
 			printf("run %2d %-11s %-8s start headroom %5.1f MiB, allocated %3" PRIu64
 			       " MiB, least headroom %5.1f MiB, purged %5.1f MiB, oom_kill %" PRIu64 "\n",
-			       run, m == 0 ? "coordinator" : "monitors",
+			       run, mode_name[m],
 			       r.survived ? "survived" : "KILLED", (double)r.start_headroom / MiB,
 			       r.got_mib, (double)r.min_headroom / MiB, (double)r.purged / MiB,
 			       r.oom_kills);
@@ -488,17 +523,20 @@ int main(int argc, char **argv)
 		kill(hogs[i], SIGKILL);
 		waitpid(hogs[i], NULL, 0);
 	}
-	for (int m = 0; m < 2; m++) {
+	for (int m = 0; m < 3; m++) {
+		static const char *const label[] = { "vrangectl coordinate (monitors off)",
+						     "  baseline coordinator", "in-process monitors" };
+
 		if (!done[m])
 			continue;
 		qsort(minh[m], (size_t)done[m], sizeof(uint64_t), cmp_u64);
-		printf("%-36s survived %2d of %2d, least headroom median %.1f MiB\n",
-		       m == 0 ? "vrangectl coordinate (monitors off)" : "in-process monitors",
+		printf("%-36s survived %2d of %2d, least headroom median %.1f MiB\n", label[m],
 		       ok[m], done[m], (double)minh[m][done[m] / 2] / MiB);
 	}
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s VRANGECTL [--runs N] [--no-hog] [--no-rtprio] "
+	fprintf(stderr, "usage: %s VRANGECTL [--baseline VRANGECTL] [--runs N] [--no-hog] "
+		"[--hogs-per-core N] [--no-rtprio] "
 		"[--only coordinator|monitors] [--log DIR]\n", argv[0]);
 	return 2;
 }

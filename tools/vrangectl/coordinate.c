@@ -20,6 +20,12 @@
  * left), oldest first across the group's processes - the in-process
  * monitor's policy (pressure.h).  A purge frees at most what was asked for
  * (chunks are cut to the bytes still wanted).
+ *
+ * Under CPU contention (issue 25 item 7) the headroom is sized by the
+ * coordinator's own wait for a CPU, as the monitor's is
+ * (pressure_sized_headroom()), and where permitted it runs SCHED_RR so that
+ * it hardly waits at all; its memory is locked (raise_priority,
+ * lock_memory).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +58,8 @@
 #define POLL_MAX_MS 1000
 #define REFRESH_MS 500
 #define STALE_ACT_MS 1000
+/* Inside the headroom with nothing volatile left to free: the next look. */
+#define DRY_POLL_MS 100
 /* A sized headroom that shrank by half is armed again at most this often
  * (one that grew by a quarter at once). */
 #define RETUNE_SHRINK_MS 10000
@@ -73,6 +81,7 @@ struct group {
 				 * event (decaying maximum) */
 	uint64_t overshoot_ms;
 	bool edge_event;        /* the v1 edge fired since the last look */
+	bool dry;               /* its last purge freed nothing */
 	size_t *members;        /* indexes into the process snapshot */
 	size_t n;
 };
@@ -433,7 +442,8 @@ static uint64_t check_group(const struct vc_proc *p, struct group *g)
 		bool critical = left < headroom / 4;
 		uint64_t want = critical ? UINT64_MAX : usage + 2 * headroom - limit;
 
-		if (critical || usage > g->after_act || now - g->act_ms >= STALE_ACT_MS) {
+		if ((critical && !g->dry) || usage > g->after_act ||
+		    now - g->act_ms >= STALE_ACT_MS) {
 			uint64_t freed, t0 = now_us();
 
 			vlog("%s: usage %" PRIu64 " limit %" PRIu64 ": purging %" PRIu64,
@@ -444,10 +454,14 @@ static uint64_t check_group(const struct vc_proc *p, struct group *g)
 			vlog("%s: freed %" PRIu64 " of %" PRIu64 " wanted in %" PRIu64
 			     " us, usage now %" PRIu64, g->dir[0] ? g->dir : "machine", freed, want,
 			     now_us() - t0, g->after_act);
+			g->dry = freed == 0;
 		}
-		return POLL_MIN_MS;
+		/* Nothing left to free here: look less often (a real-time
+		 * thread must not spin on a group full of other memory). */
+		return g->dry ? DRY_POLL_MS : POLL_MIN_MS;
 	}
 	g->after_act = 0;
+	g->dry = false;
 	/*
 	 * Polled toward the limit even with thresholds armed: under CPU
 	 * contention the wake-up after an event comes milliseconds late (a
@@ -512,6 +526,7 @@ static void carry_over(struct group *g, size_t ng, struct group *old, size_t nol
 			if (!strcmp(g[i].dir, old[k].dir)) {
 				g[i].act_ms = old[k].act_ms;
 				g[i].after_act = old[k].after_act;
+				g[i].dry = old[k].dry;
 				g[i].usage_fd = old[k].usage_fd;
 				g[i].warn_efd = old[k].warn_efd;
 				g[i].crit_efd = old[k].crit_efd;
