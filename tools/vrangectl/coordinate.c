@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -370,9 +369,9 @@ static void arm(struct group *g)
 			g->crit_efd = fd >= 0 ? fd : -1;
 		}
 	}
-	vlog("%s: limit %" PRIu64 ", headroom %" PRIu64 ", events:%s%s%s", g->dir,
-			limit, headroom, g->warn_efd >= 0 ? " v1-thresholds" : "",
-			g->events_fd >= 0 ? " memory.events" : "", g->psi_fd >= 0 ? " psi" : "");
+	vlog("%s: limit %" PRIu64 ", headroom %" PRIu64 ", events:%s%s%s", g->dir, limit,
+	     headroom, g->warn_efd >= 0 ? " v1-thresholds" : "",
+	     g->events_fd >= 0 ? " memory.events" : "", g->psi_fd >= 0 ? " psi" : "");
 }
 
 /*
