@@ -557,7 +557,7 @@ static void serve(int lfd)
 	static struct pollfd pf[1 + 4 * MAX_GROUPS];
 	static size_t owner[1 + 4 * MAX_GROUPS];
 	struct vc_proc *procs = NULL;
-	size_t n = 0, ng = 0;
+	size_t n = 0, ng = 0, last_n = SIZE_MAX;
 	uint64_t refresh_at = 0;
 	uint64_t next_check[MAX_GROUPS] = { 0 };
 	int probes = 2;
@@ -584,8 +584,11 @@ static void serve(int lfd)
 			free_groups(old, nold);
 			memset(next_check, 0, sizeof(next_check));
 			refresh_at = now + REFRESH_MS;
-			vlog("refresh: %zu processes, %zu groups in %" PRIu64 " us", n, ng,
-			     now_us() - t0);
+			/* Not every 500 ms into a journal: a change, or a slow one. */
+			if (n != last_n || ng != nold || now_us() - t0 >= 5000)
+				vlog("refresh: %zu processes, %zu groups in %" PRIu64 " us", n, ng,
+				     now_us() - t0);
+			last_n = n;
 		}
 		for (size_t i = 0; i < ng; i++) {
 			if (now_ms() >= next_check[i])
