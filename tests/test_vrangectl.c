@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -934,6 +935,84 @@ static void test_coordinator_events(void)
 		usleep(20000);
 }
 
+/* kB of locked memory of pid (VmLck), or -1. */
+static long locked_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* Whether this process may make a thread real-time (asked in a child). */
+static bool may_realtime(void)
+{
+	int st;
+	pid_t c = fork();
+
+	if (c == 0) {
+		struct sched_param sp = { .sched_priority = 1 };
+
+		_exit(sched_setscheduler(0, SCHED_RR, &sp) == 0 ? 0 : 1);
+	}
+	return c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/*
+ * Under a CPU hog per core the coordinator must not wait for a CPU after
+ * its event (issue 25 item 7): where it is permitted it runs SCHED_RR, and
+ * its memory is locked; with --no-realtime it stays SCHED_OTHER.
+ */
+static void test_coordinator_priority(void)
+{
+	for (int no_rt = 0; no_rt <= 1; no_rt++) {
+		char *fg[] = { (char *)ctl, "coordinate", "--foreground",
+			       no_rt ? "--no-realtime" : NULL, NULL };
+		int policy = -1, st;
+		long lck = -1;
+		pid_t c = fork();
+
+		if (c == 0) {
+			execv(fg[0], fg);
+			_exit(127);
+		}
+		CHECK(wait_for(true, 5), "coordinator up");
+		if (waitpid(c, &st, WNOHANG) != 0) {
+			fprintf(stderr, "SKIP coordinator priority: another coordinator holds "
+				"the address\n");
+			return;
+		}
+		/* Both are set just after it listens: look for a moment. */
+		for (double end = now_s() + 5; now_s() < end; usleep(20000)) {
+			policy = sched_getscheduler(c) & ~SCHED_RESET_ON_FORK;
+			lck = locked_kb(c);
+			if (lck > 0 && (no_rt || policy == SCHED_RR || !may_realtime()))
+				break;
+		}
+		if (no_rt)
+			CHECK(policy == SCHED_OTHER, "--no-realtime: SCHED_OTHER (policy %d)", policy);
+		else if (may_realtime())
+			CHECK(policy == SCHED_RR, "the coordinator runs SCHED_RR (policy %d)", policy);
+		else
+			fprintf(stderr, "SKIP coordinator real-time: not permitted here\n");
+#ifndef __SANITIZE_ADDRESS__ /* ASan's shadow memory cannot be locked */
+		CHECK(geteuid() != 0 || lck > 0, "the coordinator's memory is locked (VmLck %ld kB)",
+		      lck);
+#endif
+		kill(c, SIGTERM);
+		waitpid(c, NULL, 0);
+		CHECK(wait_for(false, 5), "coordinator gone");
+	}
+}
+
 static uint64_t object_purged(pid_t pid, const char *kind)
 {
 	json_object *show = run_json(20, NULL, "show", pids(2, pid), "--json", NULL);
@@ -1079,6 +1158,7 @@ int main(int argc, char **argv)
 	test_hostile(argv[0]);
 	test_coordinator(argv[0]);
 	test_coordinator_events();
+	test_coordinator_priority();
 	test_handover();
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);
