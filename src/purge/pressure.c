@@ -544,38 +544,18 @@ static uint64_t act(const char *why, uint64_t usage, uint64_t limit,
 	return freed;
 }
 
-/* A decaying maximum: a larger sample at once, a smaller one by 1/16. */
-static void decay_max(uint64_t *m, uint64_t sample)
-{
-	if (sample >= *m)
-		*m = sample;
-	else
-		*m -= (*m - sample) / 16;
-}
+#define decay_max pressure_decay_max
 
 /*
  * The headroom kept below a cgroup v1 limit, whose thresholds give the
- * monitor its only lead: pressure_headroom()'s floor, or what
- * the monitor has seen it needs, if more: an allocator at ALLOC_RATE
- * during twice the wake-up latency it observes (the time between its
- * eventfd or timer firing and it running: under CPU contention
- * milliseconds, not microseconds) plus the first purged chunk, and twice
- * the overshoot seen on this level (usage already past the threshold by
- * that much when the monitor read it).  At most a quarter of the limit.
+ * monitor its only lead: pressure_sized_headroom() of the wake-up latency
+ * the thread observes (the time between its eventfd or timer firing and
+ * it running: under CPU contention milliseconds, not microseconds) and of
+ * the overshoot seen on this level.
  */
 static uint64_t sized_headroom(const struct level *lv, uint64_t limit)
 {
-	uint64_t h = pressure_headroom(limit);
-	uint64_t by_lat = mon.lat_us * ALLOC_RATE_PER_MS / 1000 * 2 + VFILE_CHUNK_BYTES;
-	uint64_t by_over = lv ? 2 * lv->overshoot : 0;
-
-	if (by_lat > h)
-		h = by_lat;
-	if (by_over > h)
-		h = by_over;
-	if (h > limit / 4 && limit / 4 >= pressure_headroom(limit))
-		h = limit / 4;
-	return h;
+	return pressure_sized_headroom(limit, mon.lat_us, lv ? lv->overshoot : 0);
 }
 
 /*

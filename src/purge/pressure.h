@@ -84,4 +84,38 @@ static inline uint64_t pressure_headroom(uint64_t limit)
 	return h;
 }
 
+/*
+ * The headroom a purger that observes a wake-up latency of lat_us needs
+ * below a cgroup v1 limit, whose usage thresholds give it its only lead:
+ * pressure_headroom()'s floor, or, if more, an allocator at 2 MiB/ms
+ * during twice that latency plus the first purged chunk (2 MiB), or twice
+ * the overshoot seen (usage already past the threshold by that much when
+ * the purger read it).  At most a quarter of the limit.  The in-process
+ * monitor (pressure.c) and `vrangectl coordinate` size theirs with it.
+ */
+static inline uint64_t pressure_sized_headroom(uint64_t limit, uint64_t lat_us,
+					       uint64_t overshoot)
+{
+	uint64_t h = pressure_headroom(limit);
+	uint64_t by_lat = lat_us * (2ull << 20) / 1000 * 2 + (2ull << 20);
+
+	if (by_lat > h)
+		h = by_lat;
+	if (2 * overshoot > h)
+		h = 2 * overshoot;
+	if (h > limit / 4 && limit / 4 >= pressure_headroom(limit))
+		h = limit / 4;
+	return h;
+}
+
+/* A decaying maximum (of latencies, overshoots): a larger sample counts at
+ * once, a smaller one by 1/16. */
+static inline void pressure_decay_max(uint64_t *m, uint64_t sample)
+{
+	if (sample >= *m)
+		*m = sample;
+	else
+		*m -= (*m - sample) / 16;
+}
+
 #endif

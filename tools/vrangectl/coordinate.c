@@ -20,16 +20,25 @@
  * left), oldest first across the group's processes - the in-process
  * monitor's policy (pressure.h).  A purge frees at most what was asked for
  * (chunks are cut to the bytes still wanted).
+ *
+ * Under CPU contention (issue 25 item 7) the headroom is sized by the
+ * coordinator's own wait for a CPU, as the monitor's is
+ * (pressure_sized_headroom()), and where permitted it runs SCHED_RR so that
+ * it hardly waits at all; its memory is locked (raise_priority,
+ * lock_memory).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -48,6 +57,11 @@
 #define POLL_MAX_MS 1000
 #define REFRESH_MS 500
 #define STALE_ACT_MS 1000
+/* Inside the headroom with nothing volatile left to free: the next look. */
+#define DRY_POLL_MS 100
+/* A sized headroom that shrank by half is armed again at most this often
+ * (one that grew by a quarter at once). */
+#define RETUNE_SHRINK_MS 10000
 #define MAX_GROUPS 256
 /* PSI trigger on a v2 group: 100 ms of stall in the shortest window the
  * kernel takes from us (2 s where only multiples of 2 s are allowed). */
@@ -58,16 +72,26 @@ struct group {
 	char dir[512];          /* cgroup directory, "" = the machine */
 	bool v2;
 	uint64_t act_ms, after_act;
-	/* Events (-1: none): v1 usage thresholds armed against armed_limit,
-	 * v2 memory.events and PSI trigger. */
+	/* Events (-1: none): v1 usage thresholds armed against armed_limit
+	 * at armed_headroom, v2 memory.events and PSI trigger. */
 	int usage_fd, warn_efd, crit_efd, events_fd, psi_fd;
-	uint64_t armed_limit;
+	uint64_t armed_limit, armed_headroom, retune_ms;
+	uint64_t overshoot;     /* usage past the v1 edge when read after its
+				 * event (decaying maximum) */
+	uint64_t overshoot_ms;
+	bool edge_event;        /* the v1 edge fired since the last look */
+	bool dry;               /* its last purge freed nothing */
 	size_t *members;        /* indexes into the process snapshot */
 	size_t n;
 };
 
 static volatile sig_atomic_t stop;
 static bool verbose;
+static int sched_fd = -1;          /* /proc/thread-self/schedstat */
+static uint64_t run_delay_ns;      /* its run_delay at the last sample */
+static uint64_t wake_us;           /* the last sample: time waited for a CPU */
+static uint64_t lat_us;            /* their decaying maximum */
+static uint64_t lat_decay_ms;
 
 static void on_signal(int sig)
 {
@@ -81,6 +105,30 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* --verbose: a line on stderr, stamped with CLOCK_MONOTONIC in ms. */
+__attribute__((format(printf, 1, 2))) static void vlog(const char *fmt, ...)
+{
+	struct timespec ts;
+	va_list ap;
+
+	if (!verbose)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fprintf(stderr, "[%.3f] vrangectl: ", (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }
 
 /* A number from a small file ("max" or unreadable: UINT64_MAX). */
@@ -230,6 +278,62 @@ static void disarm(struct group *g)
 }
 
 /*
+ * A decaying maximum that decays with time, not with samples: a larger
+ * sample counts at once, a smaller one by 1/16 at most once a second.
+ * Inside a headroom the coordinator looks every millisecond, and a maximum
+ * decaying per sample would be forgotten within a tenth of a second - while
+ * the load that caused it is still there.
+ */
+static void decay_by_time(uint64_t *m, uint64_t sample, uint64_t *last_ms)
+{
+	uint64_t now = now_ms();
+
+	if (sample >= *m) {
+		*m = sample;
+		*last_ms = now;
+	} else if (now - *last_ms >= 1000) {
+		pressure_decay_max(m, sample);
+		*last_ms = now;
+	}
+}
+
+/*
+ * The headroom kept below a group's limit: sized by the wake-up latency
+ * this process observes and the overshoot seen on the group's v1 edge
+ * (pressure_sized_headroom(), as the in-process monitor sizes its own):
+ * under CPU contention the coordinator runs milliseconds after its event,
+ * and an allocator eats that much of the headroom meanwhile.
+ */
+static uint64_t group_headroom(const struct group *g, uint64_t limit)
+{
+	return pressure_sized_headroom(limit, lat_us, g->overshoot);
+}
+
+/*
+ * New v1 thresholds for headroom h: the new pair registered before the old
+ * one goes (no moment without).
+ */
+static void v1_rethreshold(struct group *g, uint64_t limit, uint64_t h)
+{
+	int w, c;
+
+	if (g->usage_fd < 0 || limit <= h)
+		return;
+	w = mcg_v1_threshold(g->dir, g->usage_fd, limit - h);
+	c = w < 0 ? w : mcg_v1_threshold(g->dir, g->usage_fd, limit - h / 4);
+	if (w < 0 || c < 0) {
+		if (w >= 0)
+			close(w);
+		return;
+	}
+	close_fd(&g->warn_efd);
+	close_fd(&g->crit_efd);
+	g->warn_efd = w;
+	g->crit_efd = c;
+	g->armed_headroom = h;
+}
+
+/*
  * Arm the group's events for its limit now (again if it changed since):
  * the in-process monitor's sources, on the group's cgroup.  A source the
  * kernel refuses is left to the polls.
@@ -247,7 +351,9 @@ static void arm(struct group *g)
 		return;
 	disarm(g);
 	g->armed_limit = limit;
-	headroom = pressure_headroom(limit);
+	headroom = group_headroom(g, limit);
+	g->armed_headroom = headroom;
+	g->retune_ms = now_ms();
 	if (g->v2) {
 		fd = mcg_v2_events_open(g->dir);
 		g->events_fd = fd >= 0 ? fd : -1;
@@ -263,10 +369,29 @@ static void arm(struct group *g)
 			g->crit_efd = fd >= 0 ? fd : -1;
 		}
 	}
-	if (verbose)
-		fprintf(stderr, "vrangectl: %s: limit %" PRIu64 ", events:%s%s%s\n", g->dir,
-			limit, g->warn_efd >= 0 ? " v1-thresholds" : "",
-			g->events_fd >= 0 ? " memory.events" : "", g->psi_fd >= 0 ? " psi" : "");
+	vlog("%s: limit %" PRIu64 ", headroom %" PRIu64 ", events:%s%s%s", g->dir, limit,
+	     headroom, g->warn_efd >= 0 ? " v1-thresholds" : "",
+	     g->events_fd >= 0 ? " memory.events" : "", g->psi_fd >= 0 ? " psi" : "");
+}
+
+/*
+ * Keep a v1 group's thresholds at its sized headroom: armed again when it
+ * grew by a quarter, or shrank by half (at most every RETUNE_SHRINK_MS).
+ * The coordinator is not in the cgroup, so unlike the in-process monitor
+ * it may arm under pressure without stalling in the cgroup's reclaim.
+ */
+static void retune(struct group *g, uint64_t limit, uint64_t now)
+{
+	uint64_t h = group_headroom(g, limit), a = g->armed_headroom;
+
+	if (g->v2 || g->warn_efd < 0 || limit != g->armed_limit)
+		return;
+	if (h > a + a / 4 || (h < a / 2 && now - g->retune_ms >= RETUNE_SHRINK_MS)) {
+		vlog("%s: headroom %" PRIu64 " -> %" PRIu64 " (wake-up latency %" PRIu64
+		     " us, overshoot %" PRIu64 ")", g->dir, a, h, lat_us, g->overshoot);
+		g->retune_ms = now;
+		v1_rethreshold(g, limit, h);
+	}
 }
 
 static void free_groups(struct group *g, size_t ng)
@@ -302,25 +427,40 @@ static uint64_t check_group(const struct vc_proc *p, struct group *g)
 	level(g, &limit, &usage);
 	if (limit == UINT64_MAX || usage == UINT64_MAX)
 		return POLL_MAX_MS;
-	headroom = pressure_headroom(limit);
 	left = usage < limit ? limit - usage : 0;
+	/* Read late after an upward crossing of the v1 edge. */
+	if (g->edge_event && !g->after_act && g->armed_headroom && left < g->armed_headroom)
+		decay_by_time(&g->overshoot, g->armed_headroom - left, &g->overshoot_ms);
+	g->edge_event = false;
+	retune(g, limit, now);
+	/* The armed edge, or the sized headroom if it grew since. */
+	headroom = group_headroom(g, limit);
+	if (g->armed_limit == limit && g->armed_headroom > headroom)
+		headroom = g->armed_headroom;
 	if (left < headroom) {
 		bool critical = left < headroom / 4;
 		uint64_t want = critical ? UINT64_MAX : usage + 2 * headroom - limit;
 
-		if (critical || usage > g->after_act || now - g->act_ms >= STALE_ACT_MS) {
-			uint64_t freed = purge_group(p, g, want);
+		if ((critical && !g->dry) || usage > g->after_act ||
+		    now - g->act_ms >= STALE_ACT_MS) {
+			uint64_t freed, t0 = now_us();
 
-			if (verbose)
-				fprintf(stderr, "vrangectl: %s: usage %" PRIu64 " limit %" PRIu64
-					": freed %" PRIu64 " of %" PRIu64 " wanted\n",
-					g->dir[0] ? g->dir : "machine", usage, limit, freed, want);
+			vlog("%s: usage %" PRIu64 " limit %" PRIu64 ": purging %" PRIu64,
+			     g->dir[0] ? g->dir : "machine", usage, limit, want);
+			freed = purge_group(p, g, want);
 			g->act_ms = now_ms();
 			level(g, &limit, &g->after_act);
+			vlog("%s: freed %" PRIu64 " of %" PRIu64 " wanted in %" PRIu64
+			     " us, usage now %" PRIu64, g->dir[0] ? g->dir : "machine", freed, want,
+			     now_us() - t0, g->after_act);
+			g->dry = freed == 0;
 		}
-		return POLL_MIN_MS;
+		/* Nothing left to free here: look less often (a real-time
+		 * thread must not spin on a group full of other memory). */
+		return g->dry ? DRY_POLL_MS : POLL_MIN_MS;
 	}
 	g->after_act = 0;
+	g->dry = false;
 	/*
 	 * Polled toward the limit even with thresholds armed: under CPU
 	 * contention the wake-up after an event comes milliseconds late (a
@@ -329,6 +469,7 @@ static uint64_t check_group(const struct vc_proc *p, struct group *g)
 	 * nears start before usage gets there (bench-pressure --coordinator).
 	 */
 	interval = (left - headroom) / ALLOC_RATE_PER_MS / 2;
+	interval = interval > lat_us / 1000 ? interval - lat_us / 1000 : 0;
 	return interval < POLL_MIN_MS ? POLL_MIN_MS : interval > POLL_MAX_MS ? POLL_MAX_MS : interval;
 }
 
@@ -354,6 +495,28 @@ static int listen_socket(void)
 	return -EADDRINUSE;
 }
 
+/*
+ * Wake-up latency: how long this thread waited for a CPU since the last
+ * sample (the growth of run_delay in its schedstat) - after a sleep, the
+ * time between its event or timer firing and it running.
+ */
+static void sample_latency(void)
+{
+	char buf[128];
+	unsigned long long run, delay;
+	ssize_t n;
+
+	if (sched_fd < 0 || (n = pread(sched_fd, buf, sizeof(buf) - 1, 0)) <= 0)
+		return;
+	buf[n] = 0;
+	if (sscanf(buf, "%llu %llu", &run, &delay) != 2)
+		return;
+	wake_us = run_delay_ns && delay >= run_delay_ns ? (delay - run_delay_ns) / 1000 : 0;
+	if (run_delay_ns)
+		decay_by_time(&lat_us, wake_us, &lat_decay_ms);
+	run_delay_ns = delay;
+}
+
 /* Take over the events and policy state of the groups that stay. */
 static void carry_over(struct group *g, size_t ng, struct group *old, size_t nold)
 {
@@ -362,12 +525,17 @@ static void carry_over(struct group *g, size_t ng, struct group *old, size_t nol
 			if (!strcmp(g[i].dir, old[k].dir)) {
 				g[i].act_ms = old[k].act_ms;
 				g[i].after_act = old[k].after_act;
+				g[i].dry = old[k].dry;
 				g[i].usage_fd = old[k].usage_fd;
 				g[i].warn_efd = old[k].warn_efd;
 				g[i].crit_efd = old[k].crit_efd;
 				g[i].events_fd = old[k].events_fd;
 				g[i].psi_fd = old[k].psi_fd;
 				g[i].armed_limit = old[k].armed_limit;
+				g[i].armed_headroom = old[k].armed_headroom;
+				g[i].retune_ms = old[k].retune_ms;
+				g[i].overshoot = old[k].overshoot;
+				g[i].overshoot_ms = old[k].overshoot_ms;
 				old[k].usage_fd = old[k].warn_efd = old[k].crit_efd = -1;
 				old[k].events_fd = old[k].psi_fd = -1;
 			}
@@ -389,9 +557,12 @@ static void serve(int lfd)
 	static struct pollfd pf[1 + 4 * MAX_GROUPS];
 	static size_t owner[1 + 4 * MAX_GROUPS];
 	struct vc_proc *procs = NULL;
-	size_t n = 0, ng = 0;
+	size_t n = 0, ng = 0, last_n = SIZE_MAX;
 	uint64_t refresh_at = 0;
 	uint64_t next_check[MAX_GROUPS] = { 0 };
+	int probes = 2;
+
+	sample_latency(); /* the baseline of the first sample */
 
 	while (!stop) {
 		uint64_t next = POLL_MAX_MS, now = now_ms();
@@ -400,6 +571,7 @@ static void serve(int lfd)
 
 		if (now >= refresh_at) {
 			size_t nold = ng;
+			uint64_t t0 = now_us();
 
 			memcpy(old, groups, sizeof(groups[0]) * ng);
 			vc_procs_free(procs, n);
@@ -412,6 +584,11 @@ static void serve(int lfd)
 			free_groups(old, nold);
 			memset(next_check, 0, sizeof(next_check));
 			refresh_at = now + REFRESH_MS;
+			/* Not every 500 ms into a journal: a change, or a slow one. */
+			if (n != last_n || ng != nold || now_us() - t0 >= 5000)
+				vlog("refresh: %zu processes, %zu groups in %" PRIu64 " us", n, ng,
+				     now_us() - t0);
+			last_n = n;
 		}
 		for (size_t i = 0; i < ng; i++) {
 			if (now_ms() >= next_check[i])
@@ -444,7 +621,12 @@ static void serve(int lfd)
 				pf[npf++] = (struct pollfd){ g->psi_fd, POLLPRI, 0 };
 			}
 		}
-		r = poll(pf, npf, (int)next);
+		/* The first two sleeps are 1 ms long: a first sample of the
+		 * wake-up latency before an event needs it. */
+		r = poll(pf, npf, probes > 0 ? 1 : (int)next);
+		if (probes > 0)
+			probes--;
+		sample_latency();
 		if (r <= 0)
 			continue;
 		if (pf[0].revents)
@@ -455,12 +637,17 @@ static void serve(int lfd)
 
 			if (!pf[k].revents)
 				continue;
+			vlog("%s: event on fd %d (%s), woke %" PRIu64 " us late", g->dir, pf[k].fd,
+			     pf[k].fd == g->warn_efd ? "v1 edge" : pf[k].fd == g->crit_efd ?
+			     "v1 critical" : pf[k].fd == g->events_fd ? "memory.events" : "psi", wake_us);
 			if (pf[k].fd == g->events_fd)
 				mcg_v2_events_rearm(pf[k].fd);
 			else if (pf[k].fd == g->psi_fd && (pf[k].revents & POLLERR))
 				close_fd(&g->psi_fd); /* its cgroup went away */
 			else if (pf[k].fd != g->psi_fd)
 				drain(pf[k].fd);
+			if (pf[k].fd == g->warn_efd)
+				g->edge_event = true;
 			/* Look at the group now (thresholds fire both ways:
 			 * check_group reads the level). */
 			next_check[owner[k]] = 0;
@@ -470,13 +657,50 @@ static void serve(int lfd)
 	vc_procs_free(procs, n);
 }
 
+/*
+ * Run ahead of CPU-bound work where permitted: SCHED_RR at the lowest
+ * real-time priority (root, CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least
+ * 1 as granted by limits.conf's rtprio or a unit's LimitRTPRIO=).  Under a
+ * CPU hog per core a normal thread wakes 5-40 ms after its event and is
+ * preempted while it purges, while an allocator takes 1 MiB per ms; a
+ * real-time one runs at once.  It sleeps in poll() between looks, and the
+ * kernel's real-time throttling (sched_rt_runtime_us) bounds it in any
+ * case.  Not a lower nice value: with autogroup scheduling a daemon is
+ * alone in its session's group, where nice changes nothing.
+ */
+static void raise_priority(void)
+{
+	struct sched_param sp = { .sched_priority = 1 };
+
+	if (sched_setscheduler(0, SCHED_RR | SCHED_RESET_ON_FORK, &sp) == 0)
+		vlog("scheduling: SCHED_RR, priority 1");
+	else
+		vlog("scheduling: not real-time (%s: needs root, CAP_SYS_NICE or RLIMIT_RTPRIO "
+		     ">= 1)", strerror(errno));
+}
+
+/*
+ * Lock what is mapped now (code, static data, the heap so far), so that a
+ * purge under global memory pressure never waits for its own code to be
+ * read back.  Not MCL_FUTURE: the state files it maps while purging may be
+ * large, and RLIMIT_MEMLOCK would then refuse the mappings.
+ */
+static void lock_memory(void)
+{
+	if (mlockall(MCL_CURRENT) == 0)
+		vlog("memory locked");
+	else
+		vlog("memory not locked: %s", strerror(errno));
+}
+
 int vc_cmd_coordinate(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "foreground", no_argument, 0, 'f' }, { "verbose", no_argument, 0, 'v' }, { 0 }
+		{ "foreground", no_argument, 0, 'f' }, { "verbose", no_argument, 0, 'v' },
+		{ "no-realtime", no_argument, 0, 'n' }, { 0 }
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
-	bool fg = false;
+	bool fg = false, realtime = true;
 	int c, lfd;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -484,6 +708,8 @@ int vc_cmd_coordinate(int argc, char **argv)
 			fg = true;
 		else if (c == 'v')
 			verbose = true;
+		else if (c == 'n')
+			realtime = false;
 		else
 			goto bad;
 	}
@@ -496,13 +722,19 @@ int vc_cmd_coordinate(int argc, char **argv)
 		fprintf(stderr, "vrangectl: coordinate: %s\n", strerror(errno));
 		return 1;
 	}
+	if (realtime)
+		raise_priority();
+	lock_memory();
+	sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	serve(lfd);
 	close(lfd);
+	if (sched_fd >= 0)
+		close(sched_fd);
 	return 0;
 bad:
-	fputs("usage: vrangectl coordinate [--foreground] [--verbose]\n", stderr);
+	fputs("usage: vrangectl coordinate [--foreground] [--verbose] [--no-realtime]\n", stderr);
 	return 2;
 }

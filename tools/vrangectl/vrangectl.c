@@ -26,7 +26,7 @@ static const char usage_text[] =
 	"       vrangectl show PID [--ranges] [--json]\n"
 	"       vrangectl purge [--pid PID] [--disk PATH] (--bytes N[K|M|G] | --all) [--json]\n"
 	"       vrangectl watch [--interval SECONDS]\n"
-	"       vrangectl coordinate [--foreground] [--verbose]\n"
+	"       vrangectl coordinate [--foreground] [--verbose] [--no-realtime]\n"
 	"       vrangectl --help | --version\n";
 
 static const char help_text[] =
@@ -51,7 +51,8 @@ static const char help_text[] =
 	"  coordinate  one memory-pressure watcher for every process of this user;\n"
 	"              their own monitors leave library files to it while it runs;\n"
 	"              runs in the background unless --foreground; --verbose logs\n"
-	"              each purge on stderr\n"
+	"              each purge on stderr; real-time (SCHED_RR 1) where permitted\n"
+	"              unless --no-realtime\n"
 	"\n"
 	"  --json      one JSON document on stdout\n"
 	"\n"
