@@ -7,13 +7,19 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "range_tree.h"
 
-#define PW_MAGIC 0x34647770u /* "pwd4": words spread over lines (pw_slot) */
+/* "pwd5": stripes a thread owns (owner[]); a pwd4 area, whose stripes any
+ * thread adds to atomically, would lose counts to an owner's plain adds. */
+#define PW_MAGIC 0x35647770u
 
 /* The aging unit (nanoseconds): 1 ms until the first purge measures it. */
 #define PW_UNIT_START 1000000ull
@@ -209,20 +215,152 @@ void (*pw_test_hook)(int where);
 #endif
 
 #if PW_LOCK_FREE
-static __thread unsigned int my_stripe
-	__attribute__((tls_model("initial-exec"))) = UINT_MAX;
-static _Atomic unsigned int stripes_given;
+/*
+ * Stripes a thread owns.  Each thread has a token, (salt << 32) | slot:
+ * the salt is random per process (drawn again in a fork child), the slot
+ * unique among this process's live threads.  A thread's first lock-free
+ * change in an area claims a free stripe there (owner[k], compare-and-swap
+ * from 0 to its token) and from then on counts in it with a plain load and
+ * store: nobody else writes that line.  No stripe free (three threads
+ * already own one, in this process or others): stripe 0, by atomic add.
+ * A thread that exits gives its slot, and so its token and every claim
+ * made with it, to the next thread of this process (no write to areas that
+ * may be gone by then); pw_release_stripes gives this process's claims in
+ * an area back before the area is unmapped.  A process killed keeps its
+ * claims: later threads count in the rest, or in stripe 0.
+ */
+static __thread uint64_t my_token __attribute__((tls_model("initial-exec")));
+static __thread unsigned int my_stripe __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t proc_salt;     /* the token's upper half, never 0 */
+static _Atomic uint64_t slots_busy;    /* slots 0..63 in use by live threads */
+static _Atomic uint32_t slots_next = 64; /* slots past 64, never reused */
+static pthread_key_t slot_key;
+static bool slot_key_ok;
 
-/* This thread's stripe: threads started one after another get different
- * ones, so two threads marking never write one line. */
-static void count_fast(struct pw_hdr *h, int64_t delta)
+static uint32_t draw_salt(uint32_t not)
 {
-	if (my_stripe == UINT_MAX)
-		my_stripe = atomic_fetch_add_explicit(&stripes_given, 1,
-						      memory_order_relaxed) % PW_STRIPES;
-	__atomic_fetch_add(&stripes_of(h)[my_stripe].vol, delta, __ATOMIC_RELAXED);
+	uint32_t s = 0;
+
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		s = (uint32_t)getpid() * 2654435761u ^ (uint32_t)ts.tv_nsec;
+	}
+	return s && s != not ? s : (not + 1) | 1;
 }
 
+/* At thread exit: the slot goes back (the key's value is slot + 1). */
+static void slot_put(void *v)
+{
+	uintptr_t slot = (uintptr_t)v - 1;
+
+	if (slot < 64)
+		atomic_fetch_and(&slots_busy, ~(1ull << slot));
+}
+
+/* This thread's token (lock-free: an unmark may run in a SIGBUS handler). */
+static uint64_t token(void)
+{
+	uint64_t busy, slot;
+
+	if (my_token)
+		return my_token;
+	busy = atomic_load(&slots_busy);
+	for (;;) {
+		if (busy == UINT64_MAX) {
+			slot = atomic_fetch_add(&slots_next, 1);
+			break;
+		}
+		slot = (uint64_t)__builtin_ctzll(~busy);
+		if (atomic_compare_exchange_weak(&slots_busy, &busy,
+						 busy | 1ull << slot))
+			break;
+	}
+	if (slot_key_ok)
+		pthread_setspecific(slot_key, (void *)(uintptr_t)(slot + 1));
+	my_token = atomic_load(&proc_salt) << 32 | (uint32_t)slot;
+	return my_token;
+}
+
+static void pw_fork_child(void)
+{
+	/* The parent's threads own the parent's claims: this process has
+	 * a salt of its own, and its one thread a new token. */
+	atomic_store(&proc_salt, draw_salt((uint32_t)atomic_load(&proc_salt)));
+	atomic_store(&slots_busy, 0);
+	atomic_store(&slots_next, 64);
+	my_token = 0;
+	my_stripe = 0;
+	if (slot_key_ok)
+		pthread_setspecific(slot_key, NULL);
+}
+
+__attribute__((constructor)) static void stripes_init(void)
+{
+	atomic_store(&proc_salt, draw_salt(0));
+	slot_key_ok = pthread_key_create(&slot_key, slot_put) == 0;
+	pthread_atfork(NULL, NULL, pw_fork_child);
+}
+
+/* The stripe this thread owns in h, claiming one if it has none: k >= 1,
+ * or 0 (none free: the shared stripe). */
+static __attribute__((noinline)) unsigned int stripe_find(struct pw_hdr *h)
+{
+	uint64_t me = token();
+
+	for (unsigned int k = 1; k < PW_STRIPES; k++)
+		if (__atomic_load_n(&h->owner[k], __ATOMIC_RELAXED) == me)
+			return my_stripe = k;
+	for (unsigned int k = 1; k < PW_STRIPES; k++) {
+		uint64_t free_ = 0;
+
+		/* Acquire: the count a former owner left is seen whole. */
+		if (__atomic_compare_exchange_n(&h->owner[k], &free_, me, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return my_stripe = k;
+	}
+	return 0;
+}
+
+/* Count a lock-free change: in the stripe this thread owns (plain add),
+ * else in the shared one. */
+static inline void count_fast(struct pw_hdr *h, int64_t delta)
+{
+	unsigned int k = my_stripe;
+	int64_t *v;
+
+	if (!k || __atomic_load_n(&h->owner[k], __ATOMIC_RELAXED) != my_token)
+		k = stripe_find(h);
+	v = &stripes_of(h)[k].vol;
+	if (k)
+		__atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + delta,
+				 __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(v, delta, __ATOMIC_RELAXED);
+}
+
+void pw_release_stripes(struct pw_hdr *h)
+{
+	uint64_t salt = atomic_load(&proc_salt);
+
+	for (unsigned int k = 1; k < PW_STRIPES; k++) {
+		uint64_t t = __atomic_load_n(&h->owner[k], __ATOMIC_RELAXED);
+
+		/* Release: the next owner sees the count ours left. */
+		if (t && t >> 32 == salt)
+			__atomic_compare_exchange_n(&h->owner[k], &t, 0, false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+}
+#else
+void pw_release_stripes(struct pw_hdr *h)
+{
+	(void)h;
+}
+#endif
+
+#if PW_LOCK_FREE
 static inline bool fast_is_off(const struct pw_hdr *h)
 {
 	return __atomic_load_n(&h->fast_off, __ATOMIC_SEQ_CST) != 0;

@@ -160,6 +160,10 @@ static void vfile_free(struct vfile *f)
 		inotify_rm_watch(watch_ifd, f->wd);
 	if (f->fd >= 0 && !f->fd_borrowed)
 		close(f->fd);
+	/* Before its words go: the stripes our threads own there are free
+	 * for others' plain counts (page_words.h). */
+	if (f->tree.pw.n)
+		pw_release_stripes(f->tree.pw.h);
 	if (f->arena)
 		munmap(f->arena, f->arena_bytes);
 	if (f->arena_fd >= 0)
