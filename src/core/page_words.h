@@ -238,32 +238,6 @@ static inline bool pw_any(const struct pw *p)
 	return p->n && (p->h->npurged || pw_vol(p));
 }
 
-/*
- * Lock-free, on page i of the area whose header is h (npages n, trusted
- * locally; the words are found from the header, so a reader that loads
- * one pointer sees one area).  1: done.  0: take the lock and do it
- * there (lock-free changes are off, the word is purged or not volatile,
- * or a change crossed a locked one: redo it).  pw_fast_clear's 1 means
- * the page was volatile and never purged: VRANGE_INTACT.
- */
-int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
-		      uint64_t seq, uint32_t cost);
-static inline int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i,
-			       int32_t prio, uint64_t seq)
-{
-	return pw_fast_mark_cost(h, n, i, prio, seq, 1);
-}
-int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i);
-
-#ifdef PW_TEST_HOOKS
-/* Tests only (tests/test_page_words_race.c): called inside pw_fast_mark
- * and pw_fast_clear between their first look at fast_off and the swap
- * (PW_BEFORE_SWAP) and between the swap and the second look
- * (PW_AFTER_SWAP), so a test can put a holder's steps exactly there. */
-enum { PW_BEFORE_SWAP, PW_AFTER_SWAP };
-extern void (*pw_test_hook)(int where);
-#endif
-
 /* This process gives back the stripes its threads own in the area whose
  * header is h (before the area is unmapped; no thread of ours marks in it
  * any more).  A thread that exits keeps its claims for the next thread of
@@ -321,5 +295,7 @@ int pw_recount(struct pw *p, int64_t *dvol, int64_t *dpurged);
 
 /* Counters and states check out: 0 or -EIO.  O(npages). */
 int pw_check(const struct pw *p);
+
+#include "page_words_fast.h"
 
 #endif
