@@ -367,58 +367,24 @@ static inline int mark_nonvol(vrange_region *r, size_t off, size_t len)
 	return vfile_mark_nonvolatile(r->file, start, end);
 }
 
-/*
- * One whole page of a region (the pair a page cache makes on every fetch):
- * checked in a few instructions and done with no call but the clock's,
- * where the page's word is all there is to it (vfile_fast_mark).  Anything
- * else - more or less than one page, off the page grid, outside the
- * region, a word that needs the lock - takes the general way, which checks
- * the arguments itself.
- */
-static inline bool one_page(const vrange_region *r, size_t off, size_t len)
-{
-	return __builtin_expect(r && len == vr_page_size && !(off & (len - 1)) &&
-				off < r->map.size, 1);
-}
-
-static inline bool fast_vol(vrange_region *r, size_t off, size_t len)
-{
-	uint32_t cost;
-
-	if (!one_page(r, off, len))
-		return false;
-	cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
-	if (!vfile_fast_mark(r->file, off >> vr_page_shift,
-			     atomic_load_explicit(&r->prio, memory_order_relaxed),
-			     cost ? cost : 1))
-		return false;
-	pressure_note_mark();
-	return true;
-}
-
-static inline bool fast_nonvol(vrange_region *r, size_t off, size_t len)
-{
-	return one_page(r, off, len) && vfile_fast_clear(r->file, off >> vr_page_shift);
-}
-
 int region_mark_volatile(vrange_region *r, size_t off, size_t len)
 {
-	return fast_vol(r, off, len) ? 0 : mark_vol(r, off, len);
+	return region_fast_vol(r, off, len) ? 0 : mark_vol(r, off, len);
 }
 
 int region_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 {
-	return fast_nonvol(r, off, len) ? VRANGE_INTACT : mark_nonvol(r, off, len);
+	return region_fast_nonvol(r, off, len) ? VRANGE_INTACT : mark_nonvol(r, off, len);
 }
 
 int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
 {
-	return fast_vol(r, off, len) ? 0 : mark_vol(r, off, len);
+	return region_fast_vol(r, off, len) ? 0 : mark_vol(r, off, len);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 {
-	return fast_nonvol(r, off, len) ? VRANGE_INTACT : mark_nonvol(r, off, len);
+	return region_fast_nonvol(r, off, len) ? VRANGE_INTACT : mark_nonvol(r, off, len);
 }
 
 int vrange_is_volatile(vrange_region *r, size_t off, size_t len)
