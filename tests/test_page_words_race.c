@@ -310,11 +310,16 @@ struct marker {
 	pthread_barrier_t *hold; /* NULL: exit at once */
 };
 
+/* One at a time: stripe_of_mark looks at every stripe around its mark. */
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+
 static void *mark_one(void *arg)
 {
 	struct marker *m = arg;
 
+	pthread_mutex_lock(&one_at_a_time);
 	m->stripe = stripe_of_mark(m->page);
+	pthread_mutex_unlock(&one_at_a_time);
 	if (m->hold) {
 		pthread_barrier_wait(m->hold); /* all have marked */
 		pthread_barrier_wait(m->hold); /* the test has looked */
