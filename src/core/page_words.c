@@ -222,6 +222,14 @@ __attribute__((constructor)) static void stripes_init(void)
 	pthread_atfork(NULL, NULL, pw_fork_child);
 }
 
+/* A library unloaded: no thread's exit may call into it any more. */
+__attribute__((destructor)) static void stripes_fini(void)
+{
+	if (slot_key_ok)
+		pthread_key_delete(slot_key);
+	slot_key_ok = false;
+}
+
 unsigned int pw_stripe_find(struct pw_hdr *h)
 {
 	uint64_t me = token();
