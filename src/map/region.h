@@ -45,13 +45,16 @@ static inline bool one_page(const struct vrange_region *r, size_t off, size_t le
 static inline bool region_fast_vol(struct vrange_region *r, size_t off, size_t len)
 {
 	uint32_t cost;
+	uint64_t seq;
 
 	if (!one_page(r, off, len))
 		return false;
+	/* The stamp first: across the clock's call only r and off live. */
+	seq = vr_next_seq_inline();
 	cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
 	if (!vfile_fast_mark(r->file, off >> vr_page_shift,
 			     atomic_load_explicit(&r->prio, memory_order_relaxed),
-			     cost ? cost : 1))
+			     cost ? cost : 1, seq))
 		return false;
 	pressure_note_mark();
 	return true;

@@ -246,12 +246,12 @@ static inline struct pw_hdr *vfile_fast_words(struct vfile *f, uint32_t *n)
 }
 
 static inline bool vfile_fast_mark(struct vfile *f, uint64_t i, int32_t prio,
-				   uint32_t cost)
+				   uint32_t cost, uint64_t seq)
 {
 	uint32_t n;
 	struct pw_hdr *h = vfile_fast_words(f, &n);
 
-	return h && pw_fast_mark_cost(h, n, i, prio, vr_next_seq_inline(), cost) == 1;
+	return h && pw_fast_mark_cost(h, n, i, prio, seq, cost) == 1;
 }
 
 static inline bool vfile_fast_clear(struct vfile *f, uint64_t i)
