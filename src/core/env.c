@@ -276,14 +276,13 @@ static void init_full_once(void)
 }
 
 /* Set once each init has run: the hot paths test a flag, not call out. */
-static _Atomic bool basic_done, full_done;
+static _Atomic bool full_done;
+_Atomic bool vr_basic_done;
 
-void vr_init_basic(void)
+void vr_init_basic_once(void)
 {
-	if (atomic_load_explicit(&basic_done, memory_order_acquire))
-		return;
 	pthread_once(&basic_once, init_basic_once);
-	atomic_store_explicit(&basic_done, true, memory_order_release);
+	atomic_store_explicit(&vr_basic_done, true, memory_order_release);
 }
 
 void vr_init(void)

@@ -33,8 +33,15 @@ extern unsigned int vr_page_shift VR_HIDDEN;
  */
 void vr_init(void) VR_HIDDEN;
 
-/* Page size and environment only: what even signal-safe paths need. */
-void vr_init_basic(void) VR_HIDDEN;
+/* Page size and environment only: what even signal-safe paths need.
+ * Set once it has run: the hot paths test the flag inline, not call out. */
+extern _Atomic bool vr_basic_done VR_HIDDEN;
+void vr_init_basic_once(void) VR_HIDDEN;
+static inline void vr_init_basic(void)
+{
+	if (!atomic_load_explicit(&vr_basic_done, memory_order_acquire))
+		vr_init_basic_once();
+}
 
 /* Parse "<digits>[K|M|G]"; 0 or -EINVAL.  Exposed for tests. */
 int vr_parse_size(const char *s, size_t *out) VR_HIDDEN;
