@@ -183,8 +183,14 @@ int vrange(void *addr, size_t len, int mode, int *purged)
 	if (!r)
 		return anymap_vrange(addr, len, mode, purged);
 	off = (size_t)((char *)addr - r->map.base);
+	/* One whole page: the region's own fast path, inline (region.h). */
 	if (mode == VRANGE_VOLATILE)
-		return region_mark_volatile(r, off, len);
+		return region_fast_vol(r, off, len) ? 0 : region_mark_volatile(r, off, len);
+	if (region_fast_nonvol(r, off, len)) {
+		if (purged)
+			*purged = 0;
+		return 0;
+	}
 	ret = region_mark_nonvolatile(r, off, len);
 	if (ret < 0)
 		return ret;

@@ -20,10 +20,20 @@
  *  - the swap of the tag alone (word_cas): a re-mark's age lands with the
  *    same tag, and a purge forced before a re-mark's swap leaves the word
  *    purged (the age the mark stored on it read by nobody, the counts
- *    exact).
+ *    exact);
+ *  - stripes a thread owns (plain adds): a thread claims one of stripes
+ *    1..3 and counts there; a fourth thread counts in the shared stripe 0;
+ *    five threads marking and unmarking their own pages at once lose no
+ *    count (two owners of one stripe would); a thread that exits hands its
+ *    claim to the next thread; pw_release_stripes gives them back; a fork
+ *    child claims a stripe of its own.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "page_words.h"
 #include "range_tree.h"
@@ -39,9 +49,10 @@ static void setup(void)
 {
 	size_t bytes = pw_area_bytes(NP);
 
-	area = aligned_alloc(64, bytes);
-	ck_assert_ptr_nonnull(area);
-	memset(area, 0, bytes);
+	/* Shared: a fork child's counts land where the parent reads them. */
+	area = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(area, MAP_FAILED);
 	pw_format(&P, area, NP);
 	pw_test_hook = NULL;
 	step = 0;
@@ -50,7 +61,7 @@ static void setup(void)
 static void teardown(void)
 {
 	pw_test_hook = NULL;
-	free(area);
+	munmap(area, pw_area_bytes(NP));
 }
 
 static bool lock_free_here(void)
@@ -265,6 +276,177 @@ START_TEST(neighbours_on_their_own_lines)
 }
 END_TEST
 
+/* The stripes (128 bytes apart, after the header's line pair). */
+static int64_t stripe_vol(unsigned int k)
+{
+	const struct pw_stripe *st =
+		(const struct pw_stripe *)((const char *)P.h + PW_STRIPES_AT);
+
+	return __atomic_load_n(&st[k].vol, __ATOMIC_RELAXED);
+}
+
+/* The stripe page i's mark counted in: the one whose count moved. */
+static int stripe_of_mark(uint64_t i)
+{
+	int64_t before[PW_STRIPES];
+	int k = -1;
+
+	for (unsigned int j = 0; j < PW_STRIPES; j++)
+		before[j] = stripe_vol(j);
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, i, 0, 2), 1);
+	for (unsigned int j = 0; j < PW_STRIPES; j++)
+		if (stripe_vol(j) != before[j]) {
+			ck_assert_int_eq(stripe_vol(j), before[j] + 1);
+			ck_assert_int_eq(k, -1);
+			k = (int)j;
+		}
+	ck_assert_int_ge(k, 0);
+	return k;
+}
+
+struct marker {
+	uint64_t page;
+	int stripe;
+	pthread_barrier_t *hold; /* NULL: exit at once */
+};
+
+/* One at a time: stripe_of_mark looks at every stripe around its mark. */
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+
+static void *mark_one(void *arg)
+{
+	struct marker *m = arg;
+
+	pthread_mutex_lock(&one_at_a_time);
+	m->stripe = stripe_of_mark(m->page);
+	pthread_mutex_unlock(&one_at_a_time);
+	if (m->hold) {
+		pthread_barrier_wait(m->hold); /* all have marked */
+		pthread_barrier_wait(m->hold); /* the test has looked */
+	}
+	return NULL;
+}
+
+static int owners(void)
+{
+	int n = 0;
+
+	ck_assert_uint_eq(P.h->owner[0], 0);
+	for (unsigned int k = 1; k < PW_STRIPES; k++)
+		n += P.h->owner[k] != 0;
+	return n;
+}
+
+START_TEST(threads_own_their_stripes)
+{
+	enum { T = PW_STRIPES };
+	struct marker m[T];
+	pthread_t th[T];
+	pthread_barrier_t b;
+	bool taken[PW_STRIPES] = { false };
+
+	if (!lock_free_here())
+		return;
+	/* This thread: a stripe of its own, counted by plain adds. */
+	ck_assert_int_ge(stripe_of_mark(1), 1);
+	ck_assert_int_eq(owners(), 1);
+	pw_release_stripes(P.h);
+	ck_assert_int_eq(owners(), 0);
+	/* Four threads alive at once: two more claim the other two stripes,
+	 * the fourth finds none free and counts in the shared one. */
+	ck_assert_int_eq(pthread_barrier_init(&b, NULL, T + 1), 0);
+	for (int t = 0; t < T; t++) {
+		m[t] = (struct marker){ .page = 10 + (uint64_t)t, .hold = &b };
+		ck_assert_int_eq(pthread_create(&th[t], NULL, mark_one, &m[t]), 0);
+	}
+	pthread_barrier_wait(&b);
+	for (int t = 0; t < T; t++) {
+		ck_assert(!taken[m[t].stripe]);
+		taken[m[t].stripe] = true;
+	}
+	ck_assert_int_eq(owners(), 3);
+	pthread_barrier_wait(&b);
+	for (int t = 0; t < T; t++)
+		pthread_join(th[t], NULL);
+	ck_assert_uint_eq(pw_vol(&P), 5);
+	ck_assert_int_eq(pw_check(&P), 0);
+	pthread_barrier_destroy(&b);
+	/* Their claims stay with their slots: a thread started now reuses
+	 * one (no stripe is left free, and it does not count in stripe 0). */
+	m[0] = (struct marker){ .page = 20 };
+	ck_assert_int_eq(pthread_create(&th[0], NULL, mark_one, &m[0]), 0);
+	pthread_join(th[0], NULL);
+	ck_assert_int_ge(m[0].stripe, 1);
+	ck_assert_int_eq(owners(), 3);
+	pw_release_stripes(P.h);
+	ck_assert_int_eq(owners(), 0);
+	ck_assert_uint_eq(pw_vol(&P), 6);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+enum { HAMMER_THREADS = 5, HAMMER_PAIRS = 200000 };
+
+static void *hammer(void *arg)
+{
+	uint64_t i = (uintptr_t)arg;
+	int pairs = test_quick() ? HAMMER_PAIRS / 10 : HAMMER_PAIRS;
+
+	for (int n = 0; n < pairs; n++) {
+		ck_assert_int_eq(pw_fast_mark(P.h, NP, i, 0, 2 + (uint64_t)n), 1);
+		ck_assert_int_eq(pw_fast_clear(P.h, NP, i), 1);
+	}
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, i, 0, 1), 1);
+	return NULL;
+}
+
+/* Plain adds by two threads on one stripe would lose counts: five threads
+ * (three owners, two on the shared stripe) end with the count exact. */
+START_TEST(no_count_lost)
+{
+	pthread_t th[HAMMER_THREADS];
+
+	if (!lock_free_here())
+		return;
+	for (uintptr_t t = 0; t < HAMMER_THREADS; t++)
+		ck_assert_int_eq(pthread_create(&th[t], NULL, hammer,
+						(void *)(t * 9 + 1)), 0);
+	for (int t = 0; t < HAMMER_THREADS; t++)
+		pthread_join(th[t], NULL);
+	ck_assert_uint_eq(pw_vol(&P), HAMMER_THREADS);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+/* A fork child's thread carries the parent's token: it must claim a stripe
+ * of its own, not count in the parent's by plain adds. */
+START_TEST(fork_child_claims_its_own)
+{
+	int mine, status;
+	pid_t pid;
+
+	if (!lock_free_here())
+		return;
+	mine = stripe_of_mark(3);
+	ck_assert_int_ge(mine, 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int k = stripe_of_mark(4);
+
+		_exit(k >= 1 && k != mine ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(owners(), 2);
+	ck_assert_int_eq(stripe_of_mark(5), mine);
+	ck_assert_uint_eq(pw_vol(&P), 3);
+	ck_assert_int_eq(pw_check(&P), 0);
+	pw_release_stripes(P.h); /* ours only: the child's stays */
+	ck_assert_int_eq(owners(), 1);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("page-words-race");
@@ -280,6 +462,9 @@ Suite *test_suite(void)
 	tcase_add_test(tc, neighbours_on_their_own_lines);
 	tcase_add_test(tc, remark_takes_the_new_age);
 	tcase_add_test(tc, purge_before_a_remark_swap);
+	tcase_add_test(tc, threads_own_their_stripes);
+	tcase_add_test(tc, no_count_lost);
+	tcase_add_test(tc, fork_child_claims_its_own);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,9 +3,11 @@
 #ifndef VRANGE_ENV_H
 #define VRANGE_ENV_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define VR_HIDDEN __attribute__((visibility("hidden")))
 
@@ -31,8 +33,15 @@ extern unsigned int vr_page_shift VR_HIDDEN;
  */
 void vr_init(void) VR_HIDDEN;
 
-/* Page size and environment only: what even signal-safe paths need. */
-void vr_init_basic(void) VR_HIDDEN;
+/* Page size and environment only: what even signal-safe paths need.
+ * Set once it has run: the hot paths test the flag inline, not call out. */
+extern _Atomic bool vr_basic_done VR_HIDDEN;
+void vr_init_basic_once(void) VR_HIDDEN;
+static inline void vr_init_basic(void)
+{
+	if (!atomic_load_explicit(&vr_basic_done, memory_order_acquire))
+		vr_init_basic_once();
+}
 
 /* Parse "<digits>[K|M|G]"; 0 or -EINVAL.  Exposed for tests. */
 int vr_parse_size(const char *s, size_t *out) VR_HIDDEN;
@@ -43,6 +52,34 @@ void vr_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2))) VR_HID
 /* A stamp for "when was this marked": nanoseconds of CLOCK_MONOTONIC,
  * strictly increasing within the calling thread. */
 uint64_t vr_next_seq(void) VR_HIDDEN;
+
+/* The same, inline, for the lock-free single-page mark (env.c says how
+ * stamps order).  The coarse clock is read through the vDSO's own
+ * clock_gettime when it was found (vr_vdso_gettime: no call through the
+ * PLT and libc's wrapper), else through libc. */
+extern int (*vr_vdso_gettime)(clockid_t, struct timespec *) VR_HIDDEN;
+extern __thread uint64_t vr_seq_last __attribute__((tls_model("initial-exec"))) VR_HIDDEN;
+extern _Atomic uint64_t vr_seq_floor VR_HIDDEN;
+
+static inline uint64_t vr_stamp_after(uint64_t now)
+{
+	uint64_t floor = atomic_load_explicit(&vr_seq_floor, memory_order_acquire);
+
+	if (now <= floor)
+		now = floor + 1;
+	vr_seq_last = now > vr_seq_last ? now : vr_seq_last + 1;
+	return vr_seq_last;
+}
+
+static inline uint64_t vr_next_seq_inline(void)
+{
+	struct timespec ts;
+	int (*get)(clockid_t, struct timespec *) = vr_vdso_gettime;
+
+	if (!get || get(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return vr_stamp_after((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+}
 
 /* A stamp later than every stamp any thread had taken before the call, and
  * after which the calling thread's stamps keep growing (a purge pass's

@@ -7,13 +7,37 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "range_tree.h"
 
-#define PW_MAGIC 0x34647770u /* "pwd4": words spread over lines (pw_slot) */
+_Static_assert(PW_RT_VOLATILE == RT_VOLATILE, "the fast path's state");
+
+#if PW_LOCK_FREE
+#include <cpuid.h>
+bool pw_have_cas16;
+
+__attribute__((constructor)) static void probe_cas16(void)
+{
+	unsigned int a, b, c, d;
+
+	pw_have_cas16 = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B);
+}
+#endif
+
+#ifdef PW_TEST_HOOKS
+void (*pw_test_hook)(int where);
+#endif
+
+/* "pwd5": stripes a thread owns (owner[]); a pwd4 area, whose stripes any
+ * thread adds to atomically, would lose counts to an owner's plain adds. */
+#define PW_MAGIC 0x35647770u
 
 /* The aging unit (nanoseconds): 1 ms until the first purge measures it. */
 #define PW_UNIT_START 1000000ull
@@ -29,44 +53,9 @@ void pw_set_cost_unit(uint64_t unit)
 	atomic_store_explicit(&cost_unit, unit ? unit : 1, memory_order_relaxed);
 }
 
-/* A word's state changes by one 8-byte compare-and-swap of its tag
- * (word_cas) on x86-64 processors that also have cmpxchg16b (the gate of
- * the 16-byte swap this replaced, kept: the same machines go lock-free);
- * elsewhere only under the lock, and the lock-free operations always say
- * "take the lock". */
-#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
-#define PW_LOCK_FREE 1
-#include <cpuid.h>
-typedef unsigned __int128 word_bits;
-_Static_assert(sizeof(struct pw_word) == sizeof(word_bits), "word size");
-
-/* The first x86-64 processors lack cmpxchg16b (the x86-64 baseline does
- * not promise it): there every change takes the lock, as elsewhere. */
-static bool have_cas16;
-
-__attribute__((constructor)) static void probe_cas16(void)
-{
-	unsigned int a, b, c, d;
-
-	have_cas16 = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B);
-}
-#else
-#define PW_LOCK_FREE 0
-#endif
-
 static struct pw_hdr *hdr_of(void *area, uint32_t npages)
 {
 	return (struct pw_hdr *)((char *)area + 32 * (size_t)npages);
-}
-
-static struct pw_word *words_of(struct pw_hdr *h, uint32_t npages)
-{
-	return (struct pw_word *)((char *)h - 32 * (size_t)npages);
-}
-
-static struct pw_stripe *stripes_of(const struct pw_hdr *h)
-{
-	return (struct pw_stripe *)((char *)(uintptr_t)h + PW_STRIPES_AT);
 }
 
 static void view(struct pw *p, void *area, uint32_t npages)
@@ -106,7 +95,7 @@ uint32_t pw_peek_npages(const void *area_end_hdr)
 
 static int64_t stripes_sum(const struct pw_hdr *h)
 {
-	const struct pw_stripe *st = stripes_of(h);
+	const struct pw_stripe *st = pw_stripes_of(h);
 	int64_t v = 0;
 
 	for (uint32_t k = 0; k < PW_STRIPES; k++)
@@ -131,59 +120,6 @@ uint64_t pw_vol(const struct pw *p)
 /* ------------------------------------------------------------------------ */
 /* Changing a word                                                           */
 
-/*
- * Whoever holds the lock changes words by compare-and-swap too: a
- * lock-free mark or unmark may change the same word meanwhile (only
- * between "none" and RT_VOLATILE; never a purged word).
- *
- * The swap is of the word's tag - its last 8 bytes, {prio, state, cost} -
- * alone (an 8-byte compare-and-swap: on x86-64 2.4 times cheaper than a
- * 16-byte one, which was most of a mark pair).  Every change of state is
- * such a swap, so the INTACT argument is the tag's; the age (seq) is
- * stored just before the swap that makes the word volatile, and means
- * something only while the word is volatile: a swap that then fails may
- * leave it on a word of another state, where nothing reads it.  A reader
- * may see an age a moment newer than the swap that published it, or a
- * re-mark's age with the previous tag: an order off by that moment, never
- * a state.
- */
-static inline uint64_t tag_of(const struct pw_word *w)
-{
-	uint64_t t;
-
-	memcpy(&t, &w->prio, sizeof(t));
-	return t;
-}
-
-_Static_assert(offsetof(struct pw_word, prio) == 8 &&
-	       offsetof(struct pw_word, cost) + sizeof(uint16_t) == 16,
-	       "the tag is the word's last 8 bytes");
-
-static inline bool word_cas(struct pw_word *w, struct pw_word old,
-			    struct pw_word nw)
-{
-#if PW_LOCK_FREE
-	if (have_cas16) {
-		uint64_t o = tag_of(&old), n = tag_of(&nw);
-
-		if (nw.state == RT_VOLATILE)
-			__atomic_store_n(&w->seq, nw.seq, __ATOMIC_RELAXED);
-		return __atomic_compare_exchange_n((uint64_t *)(void *)&w->prio,
-						   &o, n, false, __ATOMIC_SEQ_CST,
-						   __ATOMIC_RELAXED);
-	}
-#endif
-	*w = nw;
-	return true;
-}
-
-/* A copy of the word (it may be torn by a concurrent swap: a swap from
- * it then fails and the caller reads again). */
-static inline struct pw_word word_read(const struct pw_word *w)
-{
-	return *(const volatile struct pw_word *)w;
-}
-
 void pw_fast_off(struct pw *p)
 {
 	/* Already raised: by a holder before us, whose store came first. */
@@ -197,116 +133,140 @@ void pw_fast_on(struct pw *p)
 		__atomic_store_n(&p->h->fast_off, 0, __ATOMIC_RELEASE);
 }
 
-#ifdef PW_TEST_HOOKS
-void (*pw_test_hook)(int where);
-#define TEST_HOOK(where)                       \
-	do {                                   \
-		if (pw_test_hook)              \
-			pw_test_hook(where);   \
-	} while (0)
-#else
-#define TEST_HOOK(where) do { } while (0)
-#endif
-
 #if PW_LOCK_FREE
-static __thread unsigned int my_stripe
-	__attribute__((tls_model("initial-exec"))) = UINT_MAX;
-static _Atomic unsigned int stripes_given;
-
-/* This thread's stripe: threads started one after another get different
- * ones, so two threads marking never write one line. */
-static void count_fast(struct pw_hdr *h, int64_t delta)
-{
-	if (my_stripe == UINT_MAX)
-		my_stripe = atomic_fetch_add_explicit(&stripes_given, 1,
-						      memory_order_relaxed) % PW_STRIPES;
-	__atomic_fetch_add(&stripes_of(h)[my_stripe].vol, delta, __ATOMIC_RELAXED);
-}
-
-static inline bool fast_is_off(const struct pw_hdr *h)
-{
-	return __atomic_load_n(&h->fast_off, __ATOMIC_SEQ_CST) != 0;
-}
-
-/* A lock-free mark is not in the order: say so (once; a line the marking
- * threads then only read).  After the swap: an order built from a scan
- * that may have missed it was begun after ord_stale was cleared. */
-static inline void note_unordered(struct pw_hdr *h)
-{
-	if (__atomic_load_n(&h->ord_built, __ATOMIC_SEQ_CST) &&
-	    !__atomic_load_n(&h->ord_stale, __ATOMIC_RELAXED))
-		__atomic_store_n(&h->ord_stale, 1, __ATOMIC_RELAXED);
-}
-#endif
-
 /*
- * Why a change that saw fast_off clear after its swap stands: a holder
- * raises fast_off (sequentially consistent) before it reads any word it
- * may move into a range or copy; the swap came before that second load,
- * which came before the raise, so the holder reads the swapped word.  One
- * that saw it raised may have been missed, or may sit in a word the tree
- * now also covers: the caller redoes it under the lock, which settles
- * both (a mark absorbs the word, an unmark clears word and range and
- * answers from them).
+ * Stripes a thread owns.  Each thread has a token, (salt << 32) | slot:
+ * the salt is random per process (drawn again in a fork child), the slot
+ * unique among this process's live threads.  A thread's first lock-free
+ * change in an area claims a free stripe there (owner[k], compare-and-swap
+ * from 0 to its token) and from then on counts in it with a plain load and
+ * store: nobody else writes that line.  No stripe free (three threads
+ * already own one, in this process or others): stripe 0, by atomic add.
+ * A thread that exits gives its slot, and so its token and every claim
+ * made with it, to the next thread of this process (no write to areas that
+ * may be gone by then); pw_release_stripes gives this process's claims in
+ * an area back before the area is unmapped.  A process killed keeps its
+ * claims: later threads count in the rest, or in stripe 0.
  */
-int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
-		      uint64_t seq, uint32_t cost)
-{
-#if PW_LOCK_FREE
-	const struct pw_word nw = { .seq = seq, .prio = prio, .state = RT_VOLATILE,
-				    .cost = (uint16_t)cost };
-	struct pw_word *w, old;
+__thread uint64_t pw_my_token __attribute__((tls_model("initial-exec")));
+__thread unsigned int pw_my_stripe __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t proc_salt;     /* the token's upper half, never 0 */
+static _Atomic uint64_t slots_busy;    /* slots 0..63 in use by live threads */
+static _Atomic uint32_t slots_next = 64; /* slots past 64, never reused */
+static pthread_key_t slot_key;
+static bool slot_key_ok;
 
-	if (!have_cas16 || i >= n || !cost || cost > PW_COST_MAX || fast_is_off(h))
-		return 0;
-	w = words_of(h, n) + pw_slot(i, n);
-	/* Counted before the word turns volatile (and uncounted after it
-	 * turns back): a thread killed in between leaves the count high -
-	 * a scan for nothing - never low, which would hide the page from
-	 * purges (pw_oldest trusts a count of 0). */
-	for (;;) {
-		old = word_read(w);
-		if (old.state != 0 && old.state != RT_VOLATILE)
-			return 0; /* purged (stays so) or garbage: the lock */
-		if (!old.state)
-			count_fast(h, 1);
-		TEST_HOOK(PW_BEFORE_SWAP);
-		if (word_cas(w, old, nw))
-			break;
-		if (!old.state)
-			count_fast(h, -1);
+static uint32_t draw_salt(uint32_t not)
+{
+	uint32_t s = 0;
+
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		s = (uint32_t)getpid() * 2654435761u ^ (uint32_t)ts.tv_nsec;
 	}
-	note_unordered(h);
-	TEST_HOOK(PW_AFTER_SWAP);
-	return !fast_is_off(h);
-#else
-	(void)h, (void)n, (void)i, (void)prio, (void)seq, (void)cost;
-	return 0;
-#endif
+	return s && s != not ? s : (not + 1) | 1;
 }
 
-int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i)
+/* At thread exit: the slot goes back (the key's value is slot + 1). */
+static void slot_put(void *v)
 {
-#if PW_LOCK_FREE
-	struct pw_word *w, old;
+	uintptr_t slot = (uintptr_t)v - 1;
 
-	if (!have_cas16 || i >= n || fast_is_off(h))
-		return 0;
-	w = words_of(h, n) + pw_slot(i, n);
-	do {
-		old = word_read(w);
-		if (old.state != RT_VOLATILE)
-			return 0; /* purged: the lock unpoisons and says so */
-		TEST_HOOK(PW_BEFORE_SWAP);
-	} while (!word_cas(w, old, (struct pw_word){ 0 }));
-	count_fast(h, -1);
-	TEST_HOOK(PW_AFTER_SWAP);
-	return !fast_is_off(h);
-#else
-	(void)h, (void)n, (void)i;
-	return 0;
-#endif
+	if (slot < 64)
+		atomic_fetch_and(&slots_busy, ~(1ull << slot));
 }
+
+/* This thread's token (lock-free: an unmark may run in a SIGBUS handler). */
+static uint64_t token(void)
+{
+	uint64_t busy, slot;
+
+	if (pw_my_token)
+		return pw_my_token;
+	busy = atomic_load(&slots_busy);
+	for (;;) {
+		if (busy == UINT64_MAX) {
+			slot = atomic_fetch_add(&slots_next, 1);
+			break;
+		}
+		slot = (uint64_t)__builtin_ctzll(~busy);
+		if (atomic_compare_exchange_weak(&slots_busy, &busy,
+						 busy | 1ull << slot))
+			break;
+	}
+	if (slot_key_ok)
+		pthread_setspecific(slot_key, (void *)(uintptr_t)(slot + 1));
+	pw_my_token = atomic_load(&proc_salt) << 32 | (uint32_t)slot;
+	return pw_my_token;
+}
+
+static void pw_fork_child(void)
+{
+	/* The parent's threads own the parent's claims: this process has
+	 * a salt of its own, and its one thread a new token. */
+	atomic_store(&proc_salt, draw_salt((uint32_t)atomic_load(&proc_salt)));
+	atomic_store(&slots_busy, 0);
+	atomic_store(&slots_next, 64);
+	pw_my_token = 0;
+	pw_my_stripe = 0;
+	if (slot_key_ok)
+		pthread_setspecific(slot_key, NULL);
+}
+
+__attribute__((constructor)) static void stripes_init(void)
+{
+	atomic_store(&proc_salt, draw_salt(0));
+	slot_key_ok = pthread_key_create(&slot_key, slot_put) == 0;
+	pthread_atfork(NULL, NULL, pw_fork_child);
+}
+
+/* A library unloaded: no thread's exit may call into it any more. */
+__attribute__((destructor)) static void stripes_fini(void)
+{
+	if (slot_key_ok)
+		pthread_key_delete(slot_key);
+	slot_key_ok = false;
+}
+
+unsigned int pw_stripe_find(struct pw_hdr *h)
+{
+	uint64_t me = token();
+
+	for (unsigned int k = 1; k < PW_STRIPES; k++)
+		if (__atomic_load_n(&h->owner[k], __ATOMIC_RELAXED) == me)
+			return pw_my_stripe = k;
+	for (unsigned int k = 1; k < PW_STRIPES; k++) {
+		uint64_t free_ = 0;
+
+		/* Acquire: the count a former owner left is seen whole. */
+		if (__atomic_compare_exchange_n(&h->owner[k], &free_, me, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return pw_my_stripe = k;
+	}
+	return 0;
+}
+
+void pw_release_stripes(struct pw_hdr *h)
+{
+	uint64_t salt = atomic_load(&proc_salt);
+
+	for (unsigned int k = 1; k < PW_STRIPES; k++) {
+		uint64_t t = __atomic_load_n(&h->owner[k], __ATOMIC_RELAXED);
+
+		/* Release: the next owner sees the count ours left. */
+		if (t && t >> 32 == salt)
+			__atomic_compare_exchange_n(&h->owner[k], &t, 0, false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+}
+#else
+void pw_release_stripes(struct pw_hdr *h)
+{
+	(void)h;
+}
+#endif
 
 static inline uint64_t clip(const struct pw *p, uint64_t e)
 {
@@ -363,7 +323,7 @@ int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 	if (e > p->n || !cost || cost > PW_COST_MAX)
 		return -EIO;
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = pw_at(p, i), old = word_read(w);
+		struct pw_word *w = pw_at(p, i), old = pw_word_read(w);
 
 		if (bad_state(old.state))
 			return -EIO;
@@ -372,8 +332,8 @@ int pw_mark(struct pw *p, uint64_t s, uint64_t e, int32_t prio, uint64_t seq,
 			continue;
 		}
 		log_mark(p, i, prio, seq, cost);
-		while (!word_cas(w, old, nw))
-			old = word_read(w);
+		while (!pw_word_cas(w, old, nw))
+			old = pw_word_read(w);
 		count_was(d, old.state);
 		if (!old.state) {
 			h->nvol++;
@@ -392,10 +352,10 @@ int pw_clear(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
 		struct pw_word *w = pw_at(p, i), old;
 
 		do {
-			old = word_read(w);
+			old = pw_word_read(w);
 			if (bad_state(old.state))
 				return -EIO;
-		} while (old.state && !word_cas(w, old, (struct pw_word){ 0 }));
+		} while (old.state && !pw_word_cas(w, old, (struct pw_word){ 0 }));
 		if (!old.state)
 			continue;
 		count_was(d, old.state);
@@ -417,13 +377,13 @@ static int purge_one(struct pw *p, uint64_t i, uint32_t *was)
 	struct pw_word *w = pw_at(p, i), old;
 
 	do {
-		old = word_read(w);
+		old = pw_word_read(w);
 		*was = old.state;
 		if (bad_state(old.state))
 			return -EIO;
 		if (old.state != RT_VOLATILE)
 			return 0;
-	} while (!word_cas(w, old, (struct pw_word){ .state = RT_PURGED }));
+	} while (!pw_word_cas(w, old, (struct pw_word){ .state = RT_PURGED }));
 	p->h->nvol--;
 	p->h->npurged++;
 	return 1;
@@ -476,7 +436,7 @@ int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 
 	e = clip(p, e);
 	for (uint64_t i = s; i < e; i++) {
-		struct pw_word *w = pw_at(p, i), old = word_read(w);
+		struct pw_word *w = pw_at(p, i), old = pw_word_read(w);
 
 		if (bad_state(old.state))
 			return -EIO;
@@ -489,7 +449,7 @@ int pw_unpurge(struct pw *p, uint64_t s, uint64_t e, int32_t prio,
 		d->purged--;
 		d->vol++;
 		log_mark(p, i, prio, seq, nw.cost);
-		word_cas(w, old, nw);
+		pw_word_cas(w, old, nw);
 	}
 	return 0;
 }
@@ -613,7 +573,7 @@ static void build_order(struct pw *p)
 	h->ord_unit = unit;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < p->n; i++) {
-		const struct pw_word w = word_read(pw_at(p, i));
+		const struct pw_word w = pw_word_read(pw_at(p, i));
 		struct pw_ent x;
 
 		if (w.state != RT_VOLATILE)
@@ -684,7 +644,7 @@ static inline bool ent_live(const struct pw *p, const struct pw_ent *x)
 
 	if (x->page >= p->n)
 		return false;
-	w = word_read(pw_at(p, x->page));
+	w = pw_word_read(pw_at(p, x->page));
 	return w.state == RT_VOLATILE && w.prio == x->prio &&
 	       pw_key(w.seq, w.cost, p->h->ord_unit) == x->seq;
 }
@@ -753,7 +713,7 @@ static void run_at(const struct pw *p, uint32_t pos, struct pw_run *out)
 		    y->page != x->page + k || !ent_live(p, y))
 			break;
 	}
-	w = word_read(pw_at(p, x->page));
+	w = pw_word_read(pw_at(p, x->page));
 	*out = (struct pw_run){ .start = x->page, .end = (uint64_t)x->page + k,
 				.seq = w.seq, .prio = x->prio,
 				.state = RT_VOLATILE, .cost = w.cost,
@@ -839,10 +799,10 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out)
 static int tally(const struct pw *p, uint64_t cnt[3])
 {
 	for (uint32_t i = 0; i < p->n; i++) {
-		const struct pw_word w = word_read(pw_at(p, i));
+		const struct pw_word w = pw_word_read(pw_at(p, i));
 
 		/* The age of a word that is not volatile is left over from
-		 * a swap (word_cas): not checked. */
+		 * a swap (pw_word_cas): not checked. */
 		if (bad_state(w.state) ||
 		    (w.state != RT_VOLATILE && (w.prio || w.cost)) ||
 		    (w.state == RT_VOLATILE && !w.cost))

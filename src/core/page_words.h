@@ -32,7 +32,8 @@
  * anywhere in the file (fast_off clear) - changes the word's tag (its last
  * 8 bytes: prio, state, cost) by one 8-byte compare-and-swap, the age
  * stored just before (it means something only while the word is
- * volatile), and counts in a stripe of its thread's own: two threads
+ * volatile), and counts in a stripe its thread owns alone (a plain add;
+ * stripe 0, shared, by atomic add when none is free): two threads
  * on pages of one region write no line both write (pw_fast_mark,
  * pw_fast_clear).  Everything else, and everything that may put a page in
  * a range or copy the words away, runs under the lock, changes words only
@@ -146,10 +147,17 @@ struct pw_hdr {
 	uint32_t ord_costly;    /* 1: an entry of the order costs more
 				 * than class 1 (its keys need ord_unit) */
 	uint64_t ord_unit;      /* the aging unit the entries' keys used */
+	uint64_t owner[PW_STRIPES]; /* stripe k's owner (k >= 1): the token
+				 * of the one thread that writes it, or 0;
+				 * owner[0] stays 0 (stripe 0 is shared) */
 };
+_Static_assert(sizeof(struct pw_hdr) <= PW_STRIPES_AT, "the header's line pair");
 
-/* Volatile words counted by lock-free changes of the threads that use it
- * (nvol counts the locked ones): a line pair of its own each. */
+/* Volatile words counted by lock-free changes (nvol counts the locked
+ * ones): a line pair of its own each.  Stripes 1.. are claimed by one
+ * thread each (owner[], a compare-and-swap from 0), which then counts
+ * with a plain load and store - no locked instruction; stripe 0 is for
+ * threads that found none free and counts by atomic add. */
 struct pw_stripe {
 	int64_t vol;
 	char pad[120];
@@ -230,31 +238,11 @@ static inline bool pw_any(const struct pw *p)
 	return p->n && (p->h->npurged || pw_vol(p));
 }
 
-/*
- * Lock-free, on page i of the area whose header is h (npages n, trusted
- * locally; the words are found from the header, so a reader that loads
- * one pointer sees one area).  1: done.  0: take the lock and do it
- * there (lock-free changes are off, the word is purged or not volatile,
- * or a change crossed a locked one: redo it).  pw_fast_clear's 1 means
- * the page was volatile and never purged: VRANGE_INTACT.
- */
-int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i, int32_t prio,
-		      uint64_t seq, uint32_t cost);
-static inline int pw_fast_mark(struct pw_hdr *h, uint32_t n, uint64_t i,
-			       int32_t prio, uint64_t seq)
-{
-	return pw_fast_mark_cost(h, n, i, prio, seq, 1);
-}
-int pw_fast_clear(struct pw_hdr *h, uint32_t n, uint64_t i);
-
-#ifdef PW_TEST_HOOKS
-/* Tests only (tests/test_page_words_race.c): called inside pw_fast_mark
- * and pw_fast_clear between their first look at fast_off and the swap
- * (PW_BEFORE_SWAP) and between the swap and the second look
- * (PW_AFTER_SWAP), so a test can put a holder's steps exactly there. */
-enum { PW_BEFORE_SWAP, PW_AFTER_SWAP };
-extern void (*pw_test_hook)(int where);
-#endif
+/* This process gives back the stripes its threads own in the area whose
+ * header is h (before the area is unmapped; no thread of ours marks in it
+ * any more).  A thread that exits keeps its claims for the next thread of
+ * this process: its token is handed on (pw_stripe_token). */
+void pw_release_stripes(struct pw_hdr *h);
 
 /* Under the lock: lock-free changes off, before anything that may put a
  * page in a range or copies the words away; back on when no range is
@@ -307,5 +295,7 @@ int pw_recount(struct pw *p, int64_t *dvol, int64_t *dpurged);
 
 /* Counters and states check out: 0 or -EIO.  O(npages). */
 int pw_check(const struct pw *p);
+
+#include "page_words_fast.h"
 
 #endif

@@ -352,12 +352,12 @@ int vrange_mark_volatile_cost(vrange_region *r, size_t off, size_t len,
 	return cost ? mark_at(r, off, len, 0, cost) : -EINVAL;
 }
 
-static inline int mark_vol(vrange_region *r, size_t off, size_t len)
+static __attribute__((noinline)) int mark_vol(vrange_region *r, size_t off, size_t len)
 {
 	return mark_at(r, off, len, 0, 0);
 }
 
-static inline int mark_nonvol(vrange_region *r, size_t off, size_t len)
+static __attribute__((noinline)) int mark_nonvol(vrange_region *r, size_t off, size_t len)
 {
 	uint64_t start, end;
 	int ret = region_pages(r, off, len, false, &start, &end);
@@ -369,22 +369,22 @@ static inline int mark_nonvol(vrange_region *r, size_t off, size_t len)
 
 int region_mark_volatile(vrange_region *r, size_t off, size_t len)
 {
-	return mark_vol(r, off, len);
+	return region_fast_vol(r, off, len) ? 0 : mark_vol(r, off, len);
 }
 
 int region_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 {
-	return mark_nonvol(r, off, len);
+	return region_fast_nonvol(r, off, len) ? VRANGE_INTACT : mark_nonvol(r, off, len);
 }
 
 int vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
 {
-	return mark_vol(r, off, len);
+	return region_fast_vol(r, off, len) ? 0 : mark_vol(r, off, len);
 }
 
 int vrange_mark_nonvolatile(vrange_region *r, size_t off, size_t len)
 {
-	return mark_nonvol(r, off, len);
+	return region_fast_nonvol(r, off, len) ? VRANGE_INTACT : mark_nonvol(r, off, len);
 }
 
 int vrange_is_volatile(vrange_region *r, size_t off, size_t len)

@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 
 #include "file_state.h"
+#include "pressure.h"
+#include "seqlock.h"
 #include "vrange.h"
 
 struct vrange_region {
@@ -26,16 +28,97 @@ struct vrange_region {
  * library touches application memory).
  */
 struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly) VR_HIDDEN;
+/*
+ * One whole page of a region (the pair a page cache makes on every fetch):
+ * checked in a few instructions and done with no call but the clock's,
+ * where the page's word is all there is to it (vfile_fast_mark).  Anything
+ * else - more or less than one page, off the page grid, outside the
+ * region, a word that needs the lock - takes the general way, which checks
+ * the arguments itself.
+ */
+static inline bool one_page(const struct vrange_region *r, size_t off, size_t len)
+{
+	return __builtin_expect(r && len == vr_page_size && !(off & (len - 1)) &&
+				off < r->map.size, 1);
+}
+
+static inline bool region_fast_vol(struct vrange_region *r, size_t off, size_t len)
+{
+	uint32_t cost;
+	uint64_t seq;
+
+	if (!one_page(r, off, len))
+		return false;
+	/* The stamp first: across the clock's call only r and off live. */
+	seq = vr_next_seq_inline();
+	cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
+	if (!vfile_fast_mark(r->file, off >> vr_page_shift,
+			     atomic_load_explicit(&r->prio, memory_order_relaxed),
+			     cost ? cost : 1, seq))
+		return false;
+	pressure_note_mark();
+	return true;
+}
+
+static inline bool region_fast_nonvol(struct vrange_region *r, size_t off, size_t len)
+{
+	return one_page(r, off, len) && vfile_fast_clear(r->file, off >> vr_page_shift);
+}
+
 /* vrange_mark_volatile / vrange_mark_nonvolatile for the library's own
  * callers (vrange()): no call through the PLT. */
 int region_mark_volatile(struct vrange_region *r, size_t off, size_t len) VR_HIDDEN;
 int region_mark_nonvolatile(struct vrange_region *r, size_t off, size_t len) VR_HIDDEN;
 
-/* The same, first trying the calling thread's last hit (no search while
+/*
+ * The same, first trying the calling thread's last hit (no search while
  * the table is unchanged): for vrange(), which a program calls on the
- * same region again and again. */
-struct vrange_region *region_lookup_last(const void *addr, size_t len,
+ * same region again and again.  The hit is checked inline (no call):
+ * while the table's version is the one the hit was taken at, no write
+ * section has begun since (a writer makes it odd first), so the entry is
+ * still in the table and a lookup now would find it - the hit is a lookup
+ * linearized at the version's load.  gen is odd while the thread rewrites
+ * it (region_lookup_miss): a signal handler that calls vrange() in between
+ * ignores it (and leaves it alone).  A version 2^32 changes of the table
+ * later could match again: four billion region creates and destroys
+ * between two calls of one thread.
+ */
+struct region_hit_entry {
+	char *base;
+	size_t size;
+	struct vrange_region *r;
+};
+struct region_last_hit {
+	uint32_t gen, ver;
+	struct region_hit_entry e;
+};
+extern __thread struct region_last_hit region_last_hit
+	__attribute__((tls_model("initial-exec"))) VR_HIDDEN;
+extern struct seqlock region_table_seq VR_HIDDEN;
+struct vrange_region *region_lookup_miss(const void *addr, size_t len,
 					 bool *partly) VR_HIDDEN;
+
+static inline struct vrange_region *region_lookup_last(const void *addr,
+						       size_t len, bool *partly)
+{
+	uint32_t g = region_last_hit.gen, v;
+	struct region_hit_entry e;
+
+	atomic_signal_fence(memory_order_acquire);
+	e = region_last_hit.e;
+	v = region_last_hit.ver;
+	atomic_signal_fence(memory_order_acquire);
+	if (!(g & 1) && e.r && region_last_hit.gen == g &&
+	    atomic_load_explicit(&region_table_seq.seq, memory_order_acquire) == v) {
+		size_t off = (size_t)((const char *)addr - e.base);
+
+		if (off < e.size && len <= e.size - off) {
+			*partly = false;
+			return e.r;
+		}
+	}
+	return region_lookup_miss(addr, len, partly);
+}
 
 /* vrange_mark_volatile_cost with the place in the purge order given: seq,
  * an earlier vr_next_seq() stamp (0: now; vfile_mark_volatile_at), and

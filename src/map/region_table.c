@@ -52,7 +52,8 @@ _Static_assert(offsetof(struct entry, base) == 0 && offsetof(struct top, first) 
 	       "items begin with their base");
 
 static pthread_mutex_t table_write = PTHREAD_MUTEX_INITIALIZER;
-static struct seqlock table_seq;
+struct seqlock region_table_seq;
+#define table_seq region_table_seq
 static struct seq_array *_Atomic tops;
 static struct block *free_blocks;
 static _Atomic uint64_t live_regions;
@@ -301,36 +302,24 @@ struct vrange_region *region_lookup(const void *addr, size_t len, bool *partly)
  * changes of the table later could match again: four billion region
  * creates and destroys between two calls of one thread.
  */
-struct last_hit {
-	uint32_t gen, ver;
-	struct entry e;
-};
-static __thread struct last_hit last_hit __attribute__((tls_model("initial-exec")));
+_Static_assert(sizeof(struct entry) == sizeof(struct region_hit_entry) &&
+	       offsetof(struct entry, r) == offsetof(struct region_hit_entry, r),
+	       "the last hit's entry");
+__thread struct region_last_hit region_last_hit __attribute__((tls_model("initial-exec")));
+#define last_hit region_last_hit
 
-struct vrange_region *region_lookup_last(const void *addr, size_t len, bool *partly)
+struct vrange_region *region_lookup_miss(const void *addr, size_t len, bool *partly)
 {
 	uint32_t g = last_hit.gen, v;
 	struct entry e;
 	struct vrange_region *r;
 
 	atomic_signal_fence(memory_order_acquire);
-	e = last_hit.e;
-	v = last_hit.ver;
-	atomic_signal_fence(memory_order_acquire);
-	if (!(g & 1) && e.r && last_hit.gen == g &&
-	    atomic_load_explicit(&table_seq.seq, memory_order_acquire) == v) {
-		size_t off = (size_t)((const char *)addr - e.base);
-
-		if (off < e.size && len <= e.size - off) {
-			*partly = false;
-			return e.r;
-		}
-	}
 	r = lookup(addr, len, partly, &e, &v);
 	if (r && !(g & 1) && last_hit.gen == g) {
 		last_hit.gen = g + 1;
 		atomic_signal_fence(memory_order_release);
-		last_hit.e = e;
+		memcpy(&last_hit.e, &e, sizeof(e));
 		last_hit.ver = v;
 		atomic_signal_fence(memory_order_release);
 		last_hit.gen = g + 2;

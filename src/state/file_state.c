@@ -160,6 +160,10 @@ static void vfile_free(struct vfile *f)
 		inotify_rm_watch(watch_ifd, f->wd);
 	if (f->fd >= 0 && !f->fd_borrowed)
 		close(f->fd);
+	/* Before its words go: the stripes our threads own there are free
+	 * for others' plain counts (page_words.h). */
+	if (f->tree.pw.n)
+		pw_release_stripes(f->tree.pw.h);
 	if (f->arena)
 		munmap(f->arena, f->arena_bytes);
 	if (f->arena_fd >= 0)
@@ -1054,19 +1058,6 @@ static void unlock_both(struct vfile *f, bool tree_held)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/*
- * A single page of a library file, without the lock where its word is all
- * there is to it (page_words.h).  The header pointer is loaded once and
- * the words found from it, so a state that moves meanwhile (share()) is
- * seen whole, old or new: the old stays mapped while the vfile lives, and
- * the move raised its fast_off before copying.
- */
-static struct pw_hdr *fast_words(struct vfile *f, uint32_t *n)
-{
-	*n = __atomic_load_n(&f->tree.pw.n, __ATOMIC_RELAXED);
-	return *n ? __atomic_load_n(&f->tree.pw.h, __ATOMIC_ACQUIRE) : NULL;
-}
-
 /* The mark under the lock (kept out of line: the lock-free single page
  * then pays for no registers it does not use). */
 static __attribute__((noinline)) int mark_locked(struct vfile *f, uint64_t start,
@@ -1102,7 +1093,7 @@ int vfile_mark_volatile_at(struct vfile *f, uint64_t start, uint64_t end,
 	struct pw_hdr *h;
 	uint32_t n;
 
-	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	if (end - start == 1 && (h = vfile_fast_words(f, &n)) &&
 	    pw_fast_mark_cost(h, n, start, prio, seq ? seq : vr_next_seq(),
 			      cost) == 1) {
 		pressure_note_mark();
@@ -1218,7 +1209,7 @@ int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end)
 	struct pw_hdr *h;
 	uint32_t n;
 
-	if (end - start == 1 && (h = fast_words(f, &n)) &&
+	if (end - start == 1 && (h = vfile_fast_words(f, &n)) &&
 	    pw_fast_clear(h, n, start) == 1)
 		return VRANGE_INTACT;
 	return unmark_locked(f, start, end, false);

@@ -227,6 +227,40 @@ static inline int vfile_mark_volatile(struct vfile *f, uint64_t start,
 }
 /* VRANGE_INTACT / VRANGE_PURGED / -errno.  Async-signal-safe. */
 int vfile_mark_nonvolatile(struct vfile *f, uint64_t start, uint64_t end) VR_HIDDEN;
+
+/*
+ * Page i alone, without the lock, where its word is all there is to it
+ * (page_words.h): true, done (a mark now, with prio and cost; an unmark
+ * that found the page intact); false, the caller takes the general way
+ * (vfile_mark_volatile_at, vfile_mark_nonvolatile), which tries this once
+ * more and then takes the lock.  Inline, for the library's entry points.
+ * The header pointer is loaded once and the words found from it, so a
+ * state that moves meanwhile (share()) is seen whole, old or new: the old
+ * stays mapped while the vfile lives, and the move raised its fast_off
+ * before copying.
+ */
+static inline struct pw_hdr *vfile_fast_words(struct vfile *f, uint32_t *n)
+{
+	*n = __atomic_load_n(&f->tree.pw.n, __ATOMIC_RELAXED);
+	return *n ? __atomic_load_n(&f->tree.pw.h, __ATOMIC_ACQUIRE) : NULL;
+}
+
+static inline bool vfile_fast_mark(struct vfile *f, uint64_t i, int32_t prio,
+				   uint32_t cost, uint64_t seq)
+{
+	uint32_t n;
+	struct pw_hdr *h = vfile_fast_words(f, &n);
+
+	return h && pw_fast_mark_cost(h, n, i, prio, seq, cost) == 1;
+}
+
+static inline bool vfile_fast_clear(struct vfile *f, uint64_t i)
+{
+	uint32_t n;
+	struct pw_hdr *h = vfile_fast_words(f, &n);
+
+	return h && pw_fast_clear(h, n, i) == 1;
+}
 /* 1 if any page of [start, end) is volatile (purged or not), 0, -errno. */
 int vfile_is_volatile(struct vfile *f, uint64_t start, uint64_t end) VR_HIDDEN;
 /* Forget every range (file layer's forget). */
