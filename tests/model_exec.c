@@ -156,9 +156,27 @@ static uint8_t observe_page(const char *p, uint32_t exp)
 		}
 	}
 	if (exp != 0 && exp != SEED_UNKNOWN && !zero) {
+		const uint64_t *s = (const uint64_t *)(void *)scratch;
+		size_t k = 0, n = ps / 8;
+
+		/*
+		 * One pass, word by word.  A purge in flight (a monitor
+		 * thread enforcing the budget, another process) may discard
+		 * the page while it is read: the words read after that are
+		 * zeros, the ones before match.  That is a discard observed
+		 * (judged as zeros are), not bytes never written; the
+		 * pattern has no zero word, so the two cannot be confused.
+		 */
 		model_fill(scratch, exp);
-		out = memcmp((const void *)p, scratch, ps) ? CLS_OTHER
-							   : CLS_MATCH;
+		while (k < n && w[k] == s[k])
+			k++;
+		if (k == n) {
+			out = CLS_MATCH;
+		} else {
+			while (k < n && w[k] == 0)
+				k++;
+			out = k == n ? CLS_ZERO : CLS_OTHER;
+		}
 	} else if (exp == SEED_UNKNOWN) {
 		out = zero ? CLS_ZERO : CLS_MATCH;
 	} else if (zero) {
