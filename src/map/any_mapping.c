@@ -841,9 +841,16 @@ static bool still_resident_anon(uintptr_t a, uintptr_t b)
 	unsigned char vec[VFILE_CHUNK_BYTES / 4096];
 	size_t n = (b - a) >> vr_page_shift;
 	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
+	int q;
 
-	/* A file's page counts resident in mincore when it is cached. */
-	if (vma_query(a, &v) < 0 || v.shared || v.inode != 0 || v.end < b)
+	/*
+	 * A file's page counts resident in mincore when it is cached.  Not
+	 * through stdio (kernels without PROCMAP_QUERY: mincore alone): its
+	 * malloc could wait for a thread that waits at our gate (a free()
+	 * that shrinks an arena by mmap(MAP_FIXED) under the arena's lock).
+	 */
+	q = vma_query_no_stdio(a, &v);
+	if ((q < 0 && q != -ENOTTY) || (q == 0 && (v.shared || v.inode != 0 || v.end < b)))
 		return false;
 	if (n > sizeof(vec) || mincore((void *)a, b - a, vec) < 0)
 		return false;
