@@ -1084,17 +1084,16 @@ static enum piece adopt(uintptr_t a, uintptr_t e)
 /*
  * Is the piece [a, e) of mapping v the anonymous memory that was marked?
  * Registered with our userfaultfd: yes (munmap removes the registration, a
- * new mapping never has it); a new mapping with state of its own is
- * adopted (above).  Known but never registered (no userfaultfd, or the
- * registration was refused): private anonymous memory inside the extent
- * of its entry is taken for it - the weak check the design notes call out
- * (a VMA split by mprotect passes it, and so does a new mapping inside the
- * old extent).  *e is clipped to the entry.
+ * new mapping never has it).  Known but never registered (no userfaultfd,
+ * or the registration was refused): private anonymous memory inside the
+ * extent of its entry is taken for it - the weak check the design notes
+ * call out (a VMA split by mprotect passes it, and so does a new mapping
+ * inside the old extent); *e is clipped to the entry.  Unregistered memory
+ * holding state is left for later or forgotten (adopt, above).
  */
 static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, bool *wp)
 {
 	struct known k;
-	enum piece p;
 
 	*wp = false;
 	if (v->shared || v->inode != 0 || is_special(v))
@@ -1103,16 +1102,14 @@ static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, boo
 		*wp = true;
 		return OURS;
 	}
-	if (anon_uffd >= 0 && (p = adopt(a, *e)) != NOT_OURS) {
-		*wp = p == OURS;
-		return p;
+	/* Known but never registered (refused): the weak check. */
+	if (known_get(a, &k) && !k.file && !k.wp) {
+		if (*e > k.end)
+			*e = k.end;
+		return OURS;
 	}
-	/* An entry that was registered and no longer is: unmapped since. */
-	if (!known_get(a, &k) || k.file || k.wp)
-		return NOT_OURS;
-	if (*e > k.end)
-		*e = k.end;
-	return OURS;
+	/* Not registered (any more): unmapped since, or a newcomer. */
+	return anon_uffd >= 0 ? adopt(a, *e) : NOT_OURS;
 }
 
 /*
