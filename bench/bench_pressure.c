@@ -44,6 +44,7 @@
 #include <unistd.h>
 #include <vrange.h>
 
+#include "../tests/own_ns.h"
 #include "pressure.h"
 
 #define MiB ((uint64_t)1 << 20)
@@ -327,6 +328,20 @@ int main(int argc, char **argv)
 	}
 	if (rounds < 1 || rounds > 64)
 		rounds = ROUNDS;
+	if (coordinator) {
+		/* The coordinator serves every process of the user /proc and
+		 * the abstract socket namespace show: only the bench's own. */
+		const char *why;
+		int st = 1, r = own_ns_enter(&why, &st);
+
+		if (r == 1)
+			_exit(st);
+		if (r < 0) {
+			printf("SKIP: --coordinator would reach every process of the user: "
+			       "%s: %s\n", why, strerror(-r));
+			return 0;
+		}
+	}
 	f = fopen("/proc/self/mountinfo", "re");
 	while (f && fgets(line, sizeof(line), f)) {
 		char m[256], fstype[64], super[512];
@@ -343,7 +358,7 @@ int main(int argc, char **argv)
 		printf("SKIP: no cgroup v1 memory hierarchy (needed for usage thresholds)\n");
 		return 0;
 	}
-	snprintf(cg_dir, sizeof(cg_dir), "%s/vrange-bench-%d", mnt, (int)getpid());
+	snprintf(cg_dir, sizeof(cg_dir), "%s/vrange-bench-%d", mnt, own_ns_tag());
 	snprintf(val, sizeof(val), "%" PRIu64, LIMIT);
 	if (mkdir(cg_dir, 0755) < 0 || write_file(cg_dir, "memory.limit_in_bytes", val) < 0) {
 		printf("SKIP: cannot create a memory cgroup in %s: %s\n", mnt, strerror(errno));

@@ -13,11 +13,21 @@ TGT=$B/tests/vrangectl_target
 LIMIT=$((512 << 20))
 ALLOC_MIB=256
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for a memory cgroup"; exit 77; }
+# The coordinator serves every process of the user that /proc and the
+# abstract socket namespace show: the bench runs in a PID namespace with its
+# own /proc and a network namespace of its own (as tests/own_ns.h does), so
+# it purges nothing and steers no monitor outside itself.
+if [ -z "${VRANGE_BENCH_OWN_NS:-}" ]; then
+	unshare --pid --fork --mount-proc --net true 2>/dev/null ||
+		{ echo "SKIP: unshare --pid --mount-proc --net refused (the coordinator would reach every process of the user)"; exit 77; }
+	VRANGE_BENCH_OWN_NS=$$ exec unshare --pid --fork --mount-proc --net -- bash "$0" "$@"
+fi
+TAG=$VRANGE_BENCH_OWN_NS # the pid outside: $$ is 1 in every run
 if [ -d /sys/fs/cgroup/memory ]; then
-	CG=/sys/fs/cgroup/memory/vrangectl-bench-$$
+	CG=/sys/fs/cgroup/memory/vrangectl-bench-$TAG
 	mkdir "$CG" && echo $LIMIT >"$CG/memory.limit_in_bytes" || exit 77
 else
-	CG=/sys/fs/cgroup/vrangectl-bench-$$
+	CG=/sys/fs/cgroup/vrangectl-bench-$TAG
 	mkdir "$CG" && echo $LIMIT >"$CG/memory.max" || exit 77
 fi
 HEAD=$(( LIMIT / 16 > (16 << 20) ? LIMIT / 16 : 16 << 20 ))

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "model.h"
@@ -44,7 +46,7 @@ static struct lobj lo[M_MAXOBJ];
 static int lfd[M_MAXFILE];
 static size_t ps;
 static unsigned char *scratch;
-static unsigned shm_seq;
+static unsigned shm_seq, shm_nonce;
 
 static sigjmp_buf guard_jb;
 static volatile sig_atomic_t guard_on;
@@ -254,8 +256,12 @@ static int64_t do_newfile(const struct m_op *op)
 	if (op->arg == 0) {
 		fd = memfd_create("vrange-model", MFD_CLOEXEC);
 	} else {
-		snprintf(name, sizeof(name), "/dev/shm/vrange-model-%d-%u",
-			 (int)getpid(), shm_seq++);
+		/* The pid alone is not unique: a soak in a PID namespace of
+		 * its own has the same small pids as any other there. */
+		if (!shm_nonce && getrandom(&shm_nonce, sizeof(shm_nonce), 0) < 0)
+			shm_nonce = (unsigned)time(NULL);
+		snprintf(name, sizeof(name), "/dev/shm/vrange-model-%d-%x-%u",
+			 (int)getpid(), shm_nonce, shm_seq++);
 		fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			unlink(name);

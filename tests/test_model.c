@@ -52,6 +52,7 @@
 #include "fd_pass.h"
 #include "model.h"
 #include "model_cache.h"
+#include "own_ns.h"
 
 /*
  * Operations gated off because a known defect (issue 12) would fail them;
@@ -143,6 +144,10 @@ static uint64_t total_ops;
 static int verbose, quick, multi = 1;
 static int zyg = -1;
 static pid_t zyg_pid;
+/* Who took part: peers spawned, the most processes at once (the
+ * coordinator included), operations run in peers, forked children. */
+static uint64_t peers_spawned, peer_ops, forks_run;
+static int max_procs = 1;
 static pid_t zombies[8];
 static int nzombies;
 
@@ -214,6 +219,70 @@ static void kill_everyone(void)
 		kill(zyg_pid, SIGKILL);
 }
 
+/* Microseconds of memory stall on the whole machine (/proc/pressure/memory,
+ * "some"), 0 if unknown: a monitor on PSI purges when others stall. */
+static uint64_t psi_some_us(void)
+{
+	char buf[256];
+	unsigned long long t = 0;
+	FILE *f = fopen("/proc/pressure/memory", "re");
+	const char *p;
+
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) && (p = strstr(buf, "total=")))
+		t = strtoull(p + 6, NULL, 10);
+	fclose(f);
+	return t;
+}
+
+static uint64_t seed_psi_us;
+/* VRANGE_MODEL_WATCH=F:PG with VRANGE_MODEL_VERBOSE=1: the model's view of
+ * one page after every step (replaying a violation). */
+static int watch_f = -1, watch_pg;
+
+/*
+ * What the kernel shows at every live object's address, in its process:
+ * the mapping (range, offset, name) and its VmFlags ("um"/"uw"/"ui":
+ * registered with a userfaultfd).  A violation that does not replay is a
+ * race; this is the state it left.
+ */
+static void dump_views(void)
+{
+	static const char *const kinds[] = { "region", "map", "anon" };
+	char path[64], line[512], vma[512] = "";
+
+	for (int o = 0; o < M_MAXOBJ; o++) {
+		unsigned long long lo, hi;
+		int in = 0;
+		FILE *f;
+
+		if (!O[o].used || !P[O[o].proc].alive)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/smaps", (int)P[O[o].proc].pid);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2 && strchr(line, ' ') &&
+			    line[strcspn(line, " ")] == ' ' && strchr(line, '-') < strchr(line, ' ')) {
+				in = O[o].addr >= lo && O[o].addr < hi;
+				if (in)
+					snprintf(vma, sizeof(vma), "%s", line);
+			} else if (in && !strncmp(line, "VmFlags:", 8)) {
+				vma[strcspn(vma, "\n")] = 0;
+				line[strcspn(line, "\n")] = 0;
+				fprintf(stderr, "  o%d p%d %s f%d %d pages at %#" PRIx64
+						" (born #%u): %s |%s\n", o, O[o].proc,
+					kinds[O[o].kind], O[o].file, O[o].npg, O[o].addr,
+					O[o].born, vma, line + 8);
+				break;
+			}
+		}
+		fclose(f);
+	}
+}
+
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void fail(const char *fmt, ...)
@@ -231,6 +300,21 @@ static void fail(const char *fmt, ...)
 			fprintf(stderr, "  %s\n", trace[i % TRACE_N]);
 	fprintf(stderr, "(%" PRIu64 " operations run before this one)\n",
 		total_ops);
+	{
+		/* A monitor that acted on pressure purges what the model
+		 * does not know of: say whether this process's did. */
+		struct vrange_stats st;
+
+		if (vrange_get_stats(&st) == 0)
+			fprintf(stderr, "(this process: monitor source %s, %" PRIu64
+					" pressure events acted on, %" PRIu64 " purge passes)\n",
+				st.pressure_source, st.pressure_events, st.purges);
+	}
+	fprintf(stderr, "(the machine stalled on memory for %" PRIu64 " us during this "
+			"seed: a monitor on PSI, if any ran, may have purged)\n",
+		psi_some_us() - seed_psi_us);
+	fprintf(stderr, "the objects as the kernel shows them now:\n");
+	dump_views();
 	fprintf(stderr,
 		"replay: VRANGE_MODEL_SEED=%" PRIu64 " VRANGE_MODEL_OPS=%u "
 		"VRANGE_MODEL_VERBOSE=1 VRANGE_MONITOR=0 <build>/tests/test-model\n",
@@ -382,6 +466,7 @@ static void run_op(struct m_op *op, struct m_res *res, int fd)
 	op->n = opn;
 	total_ops++;
 	P[op->proc].calls++;
+	peer_ops += op->proc != 0;
 	if (op->proc == 0) {
 		model_exec(op, fd, res);
 		/* The cache model: released values may be gone now. */
@@ -1421,6 +1506,9 @@ static void g_spawn(void)
 	P[p].alive = 1;
 	P[p].sock = fd;
 	P[p].pid = m.pid;
+	peers_spawned++;
+	if (nalive() + 1 > max_procs)
+		max_procs = nalive() + 1;
 	traceadd(" pid %d", (int)m.pid);
 	if (rn(2)) {
 		opn++;
@@ -1728,6 +1816,7 @@ static void g_fork(void)
 	pid = fork();
 	if (pid < 0)
 		fail("fork: %s", strerror(errno));
+	forks_run++;
 	if (pid == 0) {
 		int bad;
 
@@ -2033,6 +2122,7 @@ static void warm_up(void)
 static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 {
 	seed0 = seed;
+	seed_psi_us = psi_some_us();
 	rng = seed * 0x9e3779b97f4a7c15ull + 0x1234567;
 	if (!rng)
 		rng = 1;
@@ -2050,8 +2140,16 @@ static void run_seed(uint64_t seed, uint64_t nops, const struct snapshot *base)
 		opn++;
 		g_spawn();
 	}
-	while (opn < nops)
+	while (opn < nops) {
 		step();
+		if (watch_f >= 0 && verbose) {
+			const struct pgm *g = &F[watch_f].pg[watch_pg];
+
+			fprintf(stderr, "    [watch f%d:%d vol %d maybe %d must %d reset %d "
+					"zok %d seed %#x]\n", watch_f, watch_pg, g->vol,
+				g->maybe, g->must, g->reset, g->zok, g->seed);
+		}
+	}
 	opn++;
 	mcache_teardown(P[0].budget);
 	teardown();
@@ -2144,10 +2242,35 @@ int main(void)
 	uint64_t nops, seconds;
 	double t0 = now_s();
 
+	/*
+	 * A soak runs long, beside other work: in a PID namespace of its own
+	 * (vrangectl elsewhere reads the pid a process publishes, its pid in
+	 * its own namespace, so it neither lists nor purges these) and a
+	 * network namespace (a coordinator elsewhere is not seen).  The model
+	 * knows only its own purges.
+	 */
+	if (soak && !getenv("VRANGE_MODEL_SHARED_NS")) {
+		const char *why;
+		int st = 1, r = own_ns_enter(&why, &st);
+
+		if (r == 1) {
+			fflush(NULL);
+			_exit(st);
+		}
+		if (r < 0)
+			fprintf(stderr, "soak: not in namespaces of its own (%s: %s): a "
+				"vrangectl purge or coordinator elsewhere reaches it\n",
+				why, strerror(-r));
+	}
 	ps = (size_t)sysconf(_SC_PAGESIZE);
 	quick = q && *q && *q != '0';
 	verbose = env_u64("VRANGE_MODEL_VERBOSE", 0) != 0;
 	multi = env_u64("VRANGE_MODEL_PEERS", 1) != 0;
+	if (getenv("VRANGE_MODEL_WATCH") &&
+	    sscanf(getenv("VRANGE_MODEL_WATCH"), "%d:%d", &watch_f, &watch_pg) != 2)
+		watch_f = -1;
+	if (watch_f >= M_MAXFILE || watch_pg < 0 || watch_pg >= M_MAXPG)
+		watch_f = -1;
 	reuse = (int)env_u64("VRANGE_MODEL_REUSE", (uint64_t)reuse);
 	signal(SIGPIPE, SIG_IGN);
 	/* Before the library's first use: peers start from a clean process. */
@@ -2171,8 +2294,8 @@ int main(void)
 			run_seed(s, 20000, &base);
 			if (s % 5 == 0)
 				fprintf(stderr, "soak: seed %" PRIu64 ", %" PRIu64
-						" operations, %.0f s\n", s,
-					total_ops, now_s() - t0);
+						" operations (%" PRIu64 " in peers), %.0f s\n", s,
+					total_ops, peer_ops, now_s() - t0);
 		}
 	} else {
 		nops = env_u64("VRANGE_MODEL_OPS", quick ? 800 : 4000);
@@ -2188,6 +2311,9 @@ int main(void)
 	}
 	printf("model test: %" PRIu64 " operations in %.1f s, no violation\n",
 	       total_ops, now_s() - t0);
+	printf("processes: %" PRIu64 " peers spawned, up to %d processes at once "
+	       "(with this one), %" PRIu64 " operations run in peers, %" PRIu64
+	       " forked children\n", peers_spawned, max_procs, peer_ops, forks_run);
 	mcache_summary();
 	if (model_exec_hole_filled())
 		printf("(%" PRIu64 " times the library's own allocation filled the "

@@ -7,6 +7,14 @@
  *
  * Targets are tests/vrangectl_target, driven over pipes; vrangectl runs as
  * a child with a deadline, so a hang is a failure, not a stuck test.
+ *
+ * The cases run in a PID, mount and network namespace of their own
+ * (own_ns.h): a purge without --pid and a coordinator reach every process
+ * of the user that /proc and the abstract socket namespace show, and must
+ * reach only the test's own.  A witness outside - a target with volatile
+ * pages, started before - must come through untouched.  Where the
+ * namespaces are refused, the cases that would reach outside are skipped,
+ * each with the reason.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,6 +39,7 @@
 
 #include "coordinator.h"
 #include "file_state.h"
+#include "own_ns.h"
 #include "publish.h"
 #include "range_tree.h"
 #include "region.h"
@@ -39,6 +48,9 @@
 static const char *ctl, *target_bin;
 static int failures;
 static long page;
+/* The cases run in namespaces of their own (own_ns.h); else the reason. */
+static bool inside;
+static const char *outside_why = "";
 
 #define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
 	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } while (0)
@@ -473,6 +485,50 @@ static void test_cost_order(void)
 	stop(&b);
 }
 
+/*
+ * A purge of everything without --pid reaches every process /proc shows:
+ * here only the test's own (the witness outside is checked by main once
+ * the namespace is gone; without the namespace it is purged here).
+ */
+static void test_purge_everything_inside(void)
+{
+	struct tgt a = spawn_target();
+	char *out, *r;
+	int st;
+
+	cmd(&a, "region inside 64 zero");
+	cmd(&a, "mark 0 0 16");
+	st = run(&out, 20, NULL, "purge", "--all", NULL);
+	CHECK(st == 0, "purge --all without --pid: exit %d (%s)", st, out);
+	free(out);
+	r = cmd(&a, "unmark 0 0 16");
+	CHECK(!strncmp(r, "ok purged", 9), "purge --all reached the test's own process (%s)", r);
+	stop(&a);
+}
+
+/* The witness: a process outside the test's namespaces, volatile pages
+ * marked before the cases ran, none of them purged since. */
+static void witness_start(struct tgt *w)
+{
+	*w = spawn_target();
+	cmd(w, "region witness 64 zero");
+	cmd(w, "mark 0 0 16");
+}
+
+static void witness_check(struct tgt *w)
+{
+	unsigned long long reg = 0, files = 0, vol = 0, pur = ~0ull;
+	char *r = cmd(w, "unmark 0 0 16");
+	bool intact = !strncmp(r, "ok intact", 9);
+
+	CHECK(intact, "a process outside the test was purged by it (%s)", r);
+	sscanf(cmd(w, "stats"), "ok %llu %llu %llu %llu", &reg, &files, &vol, &pur);
+	CHECK(pur == 0, "the process outside the test counts %llu bytes purged", pur);
+	if (intact && pur == 0)
+		fprintf(stderr, "the process outside the test's namespaces is untouched\n");
+	stop(w);
+}
+
 /* A purge from outside while the owner marks and unmarks: every "intact"
  * answer must be true. */
 static void test_truthful_purge(void)
@@ -897,7 +953,7 @@ static void test_coordinator_events(void)
 		fprintf(stderr, "SKIP coordinator events: needs root and a v1 memory hierarchy\n");
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s/vrangectl-test-%d", mnt, (int)getpid());
+	snprintf(dir, sizeof(dir), "%s/vrangectl-test-%d", mnt, own_ns_tag());
 	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", dir);
 	if (mkdir(dir, 0755) < 0 || (fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "SKIP coordinator events: cannot make %s: %s\n", dir, strerror(errno));
@@ -1058,7 +1114,7 @@ static void test_handover(void)
 	pid_t c;
 	uint64_t anon = UINT64_MAX, reg = UINT64_MAX;
 
-	snprintf(root, sizeof(root), "/tmp/vrangectl-fake-%d", (int)getpid());
+	snprintf(root, sizeof(root), "/tmp/vrangectl-fake-%d", own_ns_tag());
 	snprintf(path, sizeof(path), "%s/proc", root);
 	mkdir(root, 0755);
 	mkdir(path, 0755);
@@ -1160,19 +1216,51 @@ int main(int argc, char **argv)
 	target_bin = argv[2];
 	signal(SIGPIPE, SIG_IGN);
 	setenv("VRANGE_MONITOR", "0", 1);
+	{
+		struct tgt w;
+		int r, status = 1;
+
+		witness_start(&w);
+		r = own_ns_enter(&outside_why, &status);
+		if (r == 1) {
+			/* The namespace ended, and every process in it. */
+			witness_check(&w);
+			/* It can fork no more (own_ns.h): LeakSanitizer's
+			 * exit-time check could not start its tracer. */
+			fflush(NULL);
+			_exit(status ? status : failures ? 1 : 0);
+		}
+		inside = r == 0;
+		if (inside) {
+			/* Its pipes are the outer process's; its pid means
+			 * nothing here. */
+			fclose(w.in);
+			fclose(w.out);
+		} else {
+			fprintf(stderr, "SKIP the cases that reach every process of the user "
+				"(purge without --pid, the coordinator): %s: %s\n",
+				outside_why, strerror(-r));
+			stop(&w);
+		}
+	}
 	test_exact_figures();
 	test_monitor_shown();
 	test_show_ranges();
-	test_global_order();
-	test_cost_order();
+	if (inside) {
+		test_global_order();
+		test_cost_order();
+		test_purge_everything_inside();
+	}
 	test_truthful_purge();
 	test_not_library();
 	test_other_user();
 	test_hostile(argv[0]);
-	test_coordinator(argv[0]);
-	test_coordinator_events();
-	test_coordinator_priority();
-	test_handover();
+	if (inside) {
+		test_coordinator(argv[0]);
+		test_coordinator_events();
+		test_coordinator_priority();
+		test_handover();
+	}
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);
 	return failures ? 1 : 0;
