@@ -841,9 +841,16 @@ static bool still_resident_anon(uintptr_t a, uintptr_t b)
 	unsigned char vec[VFILE_CHUNK_BYTES / 4096];
 	size_t n = (b - a) >> vr_page_shift;
 	struct vma v = { 0 }; /* filled by an ioctl valgrind does not know */
+	int q;
 
-	/* A file's page counts resident in mincore when it is cached. */
-	if (vma_query(a, &v) < 0 || v.shared || v.inode != 0 || v.end < b)
+	/*
+	 * A file's page counts resident in mincore when it is cached.  Not
+	 * through stdio (kernels without PROCMAP_QUERY: mincore alone): its
+	 * malloc could wait for a thread that waits at our gate (a free()
+	 * that shrinks an arena by mmap(MAP_FIXED) under the arena's lock).
+	 */
+	q = vma_query_no_stdio(a, &v);
+	if ((q < 0 && q != -ENOTTY) || (q == 0 && (v.shared || v.inode != 0 || v.end < b)))
 		return false;
 	if (n > sizeof(vec) || mincore((void *)a, b - a, vec) < 0)
 		return false;
@@ -1077,17 +1084,16 @@ static enum piece adopt(uintptr_t a, uintptr_t e)
 /*
  * Is the piece [a, e) of mapping v the anonymous memory that was marked?
  * Registered with our userfaultfd: yes (munmap removes the registration, a
- * new mapping never has it); a new mapping with state of its own is
- * adopted (above).  Known but never registered (no userfaultfd, or the
- * registration was refused): private anonymous memory inside the extent
- * of its entry is taken for it - the weak check the design notes call out
- * (a VMA split by mprotect passes it, and so does a new mapping inside the
- * old extent).  *e is clipped to the entry.
+ * new mapping never has it).  Known but never registered (no userfaultfd,
+ * or the registration was refused): private anonymous memory inside the
+ * extent of its entry is taken for it - the weak check the design notes
+ * call out (a VMA split by mprotect passes it, and so does a new mapping
+ * inside the old extent); *e is clipped to the entry.  Unregistered memory
+ * holding state is left for later or forgotten (adopt, above).
  */
 static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, bool *wp)
 {
 	struct known k;
-	enum piece p;
 
 	*wp = false;
 	if (v->shared || v->inode != 0 || is_special(v))
@@ -1096,16 +1102,14 @@ static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, boo
 		*wp = true;
 		return OURS;
 	}
-	if (anon_uffd >= 0 && (p = adopt(a, *e)) != NOT_OURS) {
-		*wp = p == OURS;
-		return p;
+	/* Known but never registered (refused): the weak check. */
+	if (known_get(a, &k) && !k.file && !k.wp) {
+		if (*e > k.end)
+			*e = k.end;
+		return OURS;
 	}
-	/* An entry that was registered and no longer is: unmapped since. */
-	if (!known_get(a, &k) || k.file || k.wp)
-		return NOT_OURS;
-	if (*e > k.end)
-		*e = k.end;
-	return OURS;
+	/* Not registered (any more): unmapped since, or a newcomer. */
+	return anon_uffd >= 0 ? adopt(a, *e) : NOT_OURS;
 }
 
 /*

@@ -177,8 +177,9 @@ size_t unmap_events_take(struct unmap_event *out, size_t max, bool *was_lost)
 
 void unmap_events_done(size_t n)
 {
-	atomic_store_explicit(&head, atomic_load_explicit(&head, memory_order_relaxed) + (uint32_t)n,
-			      memory_order_release);
+	uint32_t h = atomic_load_explicit(&head, memory_order_relaxed);
+
+	atomic_store_explicit(&head, h + (uint32_t)n, memory_order_release);
 }
 
 void unmap_events_hold(void)

@@ -179,6 +179,22 @@ int vma_query(uintptr_t addr, struct vma *out)
 	return query(addr, false, out);
 }
 
+int vma_query_no_stdio(uintptr_t addr, struct vma *out)
+{
+	int r;
+
+	if (atomic_load_explicit(&no_ioctl, memory_order_relaxed))
+		return -ENOTTY;
+	r = query_cached(addr, false, true, out);
+	if (r == -ENAMETOOLONG)
+		r = query_cached(addr, false, false, out);
+	if (r == -ENOTTY)
+		atomic_store(&no_ioctl, 1);
+	else if (r < 0 && r != -ENOMEM && r != -EINTR && r != -EAGAIN)
+		r = -ENOENT;
+	return r;
+}
+
 int vma_query_next(uintptr_t addr, struct vma *out)
 {
 	return query(addr, true, out);

@@ -27,6 +27,10 @@ struct vma {
  */
 int vma_query(uintptr_t addr, struct vma *out) VR_HIDDEN;
 
+/* vma_query() where the ioctl exists, -ENOTTY elsewhere: never stdio (and
+ * so never malloc), for callers that may not wait for another thread. */
+int vma_query_no_stdio(uintptr_t addr, struct vma *out) VR_HIDDEN;
+
 /* The mapping that contains addr or, if none does, the first above it;
  * -ENOENT when nothing is mapped at or above addr. */
 int vma_query_next(uintptr_t addr, struct vma *out) VR_HIDDEN;
