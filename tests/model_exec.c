@@ -335,8 +335,20 @@ static int64_t do_region(const struct m_op *op, struct m_res *res)
  */
 static int retire(void *p, size_t len)
 {
+	/* At the file offset of its place in the arena, guard page included
+	 * (never handed out): retired neighbours then merge into one VMA.
+	 * At offset 0 each stayed a VMA of its own - 27,500 after 5.8
+	 * million soak steps (the bad-mapping probes), every mmap, fork and
+	 * PROCMAP_QUERY slower for it, and vm.max_map_count not far off. */
+	size_t off = 0;
+
+	if (arena && (char *)p >= arena && (char *)p < arena + arena_size) {
+		off = (size_t)((char *)p - arena);
+		if ((char *)p + len + ps <= arena + arena_size)
+			len += ps;
+	}
 	return mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_FIXED, retired_fd,
-		    0) == MAP_FAILED ? -errno : 0;
+		    (off_t)off) == MAP_FAILED ? -errno : 0;
 }
 
 static int64_t do_unmap(const struct m_op *op)
