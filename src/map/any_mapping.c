@@ -609,8 +609,14 @@ static int classify(uintptr_t addr)
 		return -EOPNOTSUPP; /* a private file mapping */
 	} else {
 		/* Still registered with us: a mapping we knew, whose entry a
-		 * purge dropped; its state is live.  Else it is new to us. */
-		if (anon_uffd < 0 || !identity_holds(k.start, k.end))
+		 * purge dropped; its state is live.  Else it is new to us.
+		 * A check that cannot be made fails the call: state forgotten
+		 * on purged memory that is still ours would leave its SIGBUS
+		 * registration under pages later said to be intact. */
+		r = anon_uffd < 0 ? 0 : identity_check(k.start, k.end);
+		if (r < 0)
+			return r;
+		if (r == 0)
 			clear_stale(k.start, k.end);
 		if (anon_uffd >= 0)
 			k.wp = uffd_register(k.start, k.end,
@@ -678,7 +684,8 @@ static int validate(uintptr_t a, uintptr_t b)
 }
 
 /*
- * Does any page of [a, b) still hold anonymous memory registered with us?
+ * Does any page of [a, b) still hold anonymous memory registered with us
+ * (or may it: a check that cannot be made says yes)?
  * Holes are stepped over a page at a time: this runs only when purged
  * pages were found under an entry whose identity no longer holds.
  * Async-signal-safe (open, ioctl, close).
@@ -694,7 +701,8 @@ static bool any_piece_ours(uintptr_t a, uintptr_t b)
 			continue;
 		}
 		e = v.end < b ? v.end : b;
-		if (!v.shared && v.inode == 0 && identity_holds(a, e))
+		/* Cannot tell: it may be (the safe answer here). */
+		if (!v.shared && v.inode == 0 && identity_check(a, e) != 0)
 			return true;
 		a = e;
 	}
@@ -726,7 +734,7 @@ static int apply_one(const struct known *k, uintptr_t a, uintptr_t e, int mode,
 	 * still ours, purged pages may be there: PURGED.
 	 */
 	if (r == VRANGE_PURGED && !k->file && k->wp &&
-	    !identity_holds(a, e) && !any_piece_ours(a, e))
+	    identity_check(a, e) == 0 && !any_piece_ours(a, e))
 		r = VRANGE_INTACT;
 	*was_purged |= r == VRANGE_PURGED;
 	return r < 0 ? r : 0;
@@ -1098,9 +1106,15 @@ static enum piece piece_ours(const struct vma *v, uintptr_t a, uintptr_t *e, boo
 	*wp = false;
 	if (v->shared || v->inode != 0 || is_special(v))
 		return NOT_OURS;
-	if (anon_uffd >= 0 && identity_holds(a, *e)) {
-		*wp = true;
-		return OURS;
+	if (anon_uffd >= 0) {
+		int id = identity_check(a, *e);
+
+		if (id == 1) {
+			*wp = true;
+			return OURS;
+		}
+		if (id < 0)
+			return UNSURE; /* never forgotten on a failed check */
 	}
 	/* Known but never registered (refused): the weak check. */
 	if (known_get(a, &k) && !k.file && !k.wp) {
