@@ -41,9 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <linux/capability.h>
-#include <sys/syscall.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -52,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <vrange.h>
+
+#include "bench_user.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define LIMIT (306 * MiB)
@@ -110,39 +109,6 @@ static int join(const char *dir)
 	return write_file(dir, "cgroup.procs", val);
 }
 
-/*
- * Become the bench's own user: a coordinator serves every process of its
- * uid, so as root it would reach (and be obeyed by) whatever else runs as
- * root on the machine.  Dumpable again after the change, as an exec'd
- * process of that user is, so that the coordinator may read /proc/<pid>/fd.
- */
-static void become_user(bool sys_nice)
-{
-	if (sys_nice && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
-		_exit(126);
-	if (setgid(bench_uid) < 0 || setuid(bench_uid) < 0)
-		_exit(126);
-	prctl(PR_SET_DUMPABLE, 1);
-	if (sys_nice) {
-		/*
-		 * CAP_SYS_NICE kept as an ambient capability through the
-		 * exec, as a system unit's User= with
-		 * AmbientCapabilities=CAP_SYS_NICE gives it: the coordinator
-		 * may then make itself real-time.  (Raising RLIMIT_RTPRIO
-		 * instead needs CAP_SYS_RESOURCE, which this machine's root
-		 * lacks.)
-		 */
-		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-		struct __user_cap_data_struct d[2];
-
-		memset(d, 0, sizeof(d));
-		d[0].permitted = d[0].effective = d[0].inheritable = 1u << CAP_SYS_NICE;
-		if (syscall(SYS_capset, &h, d) < 0 ||
-		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0) < 0)
-			fprintf(stderr, "CAP_SYS_NICE not kept: %s\n", strerror(errno));
-	}
-}
-
 /* A holder: 64 MiB volatile, then waits; on a byte (or EOF) of cmd it
  * writes its purged bytes to res and exits. */
 static void holder(const char *dir, bool monitor, int cmd, int res)
@@ -154,7 +120,7 @@ static void holder(const char *dir, bool monitor, int cmd, int res)
 
 	if (join(dir) < 0)
 		_exit(2);
-	become_user(false);
+	bench_become_user(bench_uid, false);
 	if (vrange_region_create("coord-survival", HELD, VRANGE_ACCESS_ZERO, &r) < 0)
 		_exit(2);
 	if (!monitor)
@@ -253,7 +219,7 @@ static pid_t spawn_coordinator(const char *prog, const char *log)
 
 		if (fd >= 0)
 			dup2(fd, 2);
-		become_user(grant_rtprio);
+		bench_become_user(bench_uid, grant_rtprio);
 		execl(prog, prog, "coordinate", "--foreground", "--verbose", (char *)NULL);
 		_exit(127);
 	}
@@ -491,7 +457,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	/* A uid of this bench alone (see become_user). */
+	/* A uid of this bench alone (see bench_user.h). */
 	bench_uid = (uid_t)(200000 + getpid());
 	for (long c = sysconf(_SC_NPROCESSORS_ONLN) * per_core; hog && c > 0 && nhogs < 64; c--)
 		hogs[nhogs++] = spawn_hog();

@@ -10,7 +10,7 @@
  * 1 GiB volatile region, with its monitor running - or, with
  * --coordinator, its monitor stopped and `VRANGECTL coordinate
  * --foreground` running outside the cgroup (both as a uid of the run's
- * own, the coordinator with CAP_SYS_NICE: see become_own_user).  The bench registers its own
+ * own, the coordinator with CAP_SYS_NICE: see bench_user.h).  The bench registers its own
  * eventfd on memory.usage_in_bytes at the floor of the monitor's threshold
  * (pressure_headroom(); the monitor's own may be earlier under CPU
  * contention, then the reaction counts 0); the kernel signals both in the
@@ -34,15 +34,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <linux/capability.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <vrange.h>
+
+#include "bench_user.h"
 
 #include "../tests/own_ns.h"
 #include "pressure.h"
@@ -66,32 +65,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/*
- * With --coordinator the child and the coordinator run as a uid of this
- * run's own: a coordinator serves every process of its uid, and as root
- * it would reach (and be obeyed by) whatever else runs as root.  The
- * coordinator keeps CAP_SYS_NICE (ambient), as a system unit's User= with
- * AmbientCapabilities=CAP_SYS_NICE gives it, so it may make itself
- * real-time as a root one would.
- */
-static void become_own_user(bool sys_nice)
-{
-	if (sys_nice && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
-		_exit(126);
-	if (setgid(own_uid) < 0 || setuid(own_uid) < 0)
-		_exit(126);
-	prctl(PR_SET_DUMPABLE, 1);
-	if (sys_nice) {
-		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-		struct __user_cap_data_struct d[2];
-
-		memset(d, 0, sizeof(d));
-		d[0].permitted = d[0].effective = d[0].inheritable = 1u << CAP_SYS_NICE;
-		if (syscall(SYS_capset, &h, d) < 0 ||
-		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_NICE, 0, 0) < 0)
-			fprintf(stderr, "CAP_SYS_NICE not kept: %s\n", strerror(errno));
-	}
-}
 
 static int write_file(const char *dir, const char *name, const char *val)
 {
@@ -374,7 +347,7 @@ int main(int argc, char **argv)
 			printf("cannot chown %s: %s\n", ec, strerror(errno));
 		coord = fork();
 		if (coord == 0) {
-			become_own_user(true);
+			bench_become_user(own_uid, true);
 			execl(coordinator, coordinator, "coordinate", "--foreground", (char *)NULL);
 			_exit(127);
 		}
@@ -391,7 +364,7 @@ int main(int argc, char **argv)
 		if (write_file(cg_dir, "cgroup.procs", val) < 0)
 			_exit(5);
 		if (coordinator)
-			become_own_user(false);
+			bench_become_user(own_uid, false);
 		int rc = child();
 
 		fflush(stdout);
