@@ -104,15 +104,78 @@ static bool ok_result(const char *what, long r)
 static sigjmp_buf probe_jmp;
 static volatile sig_atomic_t probing;
 
+/* "0x" and v in hex into out (at least 19 bytes); its length. */
+static size_t hex_of(uintptr_t v, char *out)
+{
+	size_t n = 0;
+	char tmp[16];
+
+	do {
+		tmp[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	out[0] = '0';
+	out[1] = 'x';
+	for (size_t i = 0; i < n; i++)
+		out[2 + i] = tmp[n - 1 - i];
+	return n + 2;
+}
+
+/* The line of /proc/self/maps that holds addr, to stderr (async-signal-
+ * safe: open, read, write), so an unexpected signal says what memory
+ * raised it. */
+static void write_mapping_of(uintptr_t addr)
+{
+	char buf[4096], line[512];
+	size_t len = 0;
+	ssize_t n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			uintptr_t lo = 0, hi = 0;
+			const char *c;
+
+			if (buf[i] != '\n') {
+				if (len < sizeof(line) - 1)
+					line[len++] = buf[i];
+				continue;
+			}
+			line[len] = '\0';
+			for (c = line; *c && *c != '-'; c++)
+				lo = lo * 16 + (uintptr_t)(*c <= '9' ? *c - '0' : *c - 'a' + 10);
+			for (c += *c == '-'; *c && *c != ' '; c++)
+				hi = hi * 16 + (uintptr_t)(*c <= '9' ? *c - '0' : *c - 'a' + 10);
+			if (addr >= lo && addr < hi) {
+				line[len++] = '\n';
+				write(2, "  in ", 5);
+				write(2, line, len);
+			}
+			len = 0;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
+	static const char msg[] = "  FAIL: unexpected SIGBUS at ";
+	char a[24], code[24];
+	size_t an, cn;
+
 	(void)sig;
-	(void)si;
 	(void)uc;
 	if (probing)
 		siglongjmp(probe_jmp, 1);
-	static const char msg[] = "  FAIL: unexpected SIGBUS\n";
+	an = hex_of((uintptr_t)si->si_addr, a);
+	cn = hex_of((uintptr_t)(unsigned int)si->si_code, code);
 	write(2, msg, sizeof(msg) - 1);
+	write(2, a, an);
+	write(2, ", si_code ", 10);
+	write(2, code, cn);
+	write(2, "\n", 1);
+	write_mapping_of((uintptr_t)si->si_addr);
 	_exit(3);
 }
 
