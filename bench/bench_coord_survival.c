@@ -50,6 +50,7 @@
 #include <unistd.h>
 #include <vrange.h>
 
+#include "../examples/demo_cgroup.h"
 #include "bench_user.h"
 
 #define MiB ((uint64_t)1 << 20)
@@ -75,21 +76,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int write_file(const char *dir, const char *name, const char *val)
-{
-	char path[700];
-	int fd, r = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 static uint64_t read_usage(int fd)
 {
 	char buf[32];
@@ -106,7 +92,7 @@ static int join(const char *dir)
 	char val[32];
 
 	snprintf(val, sizeof(val), "%d", (int)getpid());
-	return write_file(dir, "cgroup.procs", val);
+	return demo_write(dir, "cgroup.procs", val);
 }
 
 /* A holder: 64 MiB volatile, then waits; on a byte (or EOF) of cmd it
@@ -283,7 +269,7 @@ static int one_run(int run, int m, struct result *res)
 	snprintf(dir, sizeof(dir), "%s/vrange-csurv-%d-%d", mnt, (int)getpid(), run);
 	snprintf(val, sizeof(val), "%" PRIu64, LIMIT);
 	snprintf(path, sizeof(path), "%s/cgroup.event_control", dir);
-	if (mkdir(dir, 0755) < 0 || write_file(dir, "memory.limit_in_bytes", val) < 0 ||
+	if (mkdir(dir, 0755) < 0 || demo_write(dir, "memory.limit_in_bytes", val) < 0 ||
 	    chown(path, bench_uid, bench_uid) < 0) {
 		fprintf(stderr, "cannot make %s: %s\n", dir, strerror(errno));
 		rmdir(dir);

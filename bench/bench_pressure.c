@@ -41,6 +41,7 @@
 #include <unistd.h>
 #include <vrange.h>
 
+#include "../examples/demo_cgroup.h"
 #include "bench_user.h"
 
 #include "../tests/own_ns.h"
@@ -63,22 +64,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-
-static int write_file(const char *dir, const char *name, const char *val)
-{
-	char path[700];
-	int fd, r = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		r = -errno;
-	close(fd);
-	return r;
 }
 
 static uint64_t blocks(int fd)
@@ -333,7 +318,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(cg_dir, sizeof(cg_dir), "%s/vrange-bench-%d", mnt, own_ns_tag());
 	snprintf(val, sizeof(val), "%" PRIu64, LIMIT);
-	if (mkdir(cg_dir, 0755) < 0 || write_file(cg_dir, "memory.limit_in_bytes", val) < 0) {
+	if (mkdir(cg_dir, 0755) < 0 || demo_write(cg_dir, "memory.limit_in_bytes", val) < 0) {
 		printf("SKIP: cannot create a memory cgroup in %s: %s\n", mnt, strerror(errno));
 		rmdir(cg_dir);
 		return 0;
@@ -361,7 +346,7 @@ int main(int argc, char **argv)
 	pid = fork();
 	if (pid == 0) {
 		snprintf(val, sizeof(val), "%d", (int)getpid());
-		if (write_file(cg_dir, "cgroup.procs", val) < 0)
+		if (demo_write(cg_dir, "cgroup.procs", val) < 0)
 			_exit(5);
 		if (coordinator)
 			bench_become_user(own_uid, false);
