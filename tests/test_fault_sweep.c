@@ -181,32 +181,46 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 
 enum look { L_DATA, L_ZERO, L_TORN, L_SIGBUS, L_OTHER };
 
-/* What page p holds: the byte v throughout, zeros, a mix, or a signal. */
+/*
+ * What page p holds: the byte v throughout, zeros, a mix, or a signal.
+ * The whole read is under the probe: a purge running meanwhile (the
+ * monitor enforcing the budget) may take a volatile page between two of
+ * its bytes, and in SIGBUS mode the next byte then raises the signal the
+ * mode promises (the sweep once took that for an unexpected SIGBUS).
+ * A refill region's page taken while read reads its data, then the
+ * callback's bytes (alt): its bytes are alt from then on.
+ */
 static enum look look_at(const unsigned char *p, unsigned char v, unsigned char alt,
 			 unsigned char *seen)
 {
 	volatile const unsigned char *q = p;
 	unsigned char first;
-	bool torn = false;
+	bool torn = false, refilled = false;
 
+	*seen = 0;
 	probing = 1;
 	if (sigsetjmp(probe_jmp, 1)) {
 		probing = 0;
 		return L_SIGBUS;
 	}
 	first = q[0];
-	probing = 0;
-	*seen = first;
 	for (size_t i = 1; i < pg; i++) {
-		if (p[i] == first)
+		unsigned char c = q[i];
+
+		if (c == first)
 			continue;
-		if (p[i] != 0 && first != 0)
-			return L_OTHER;
-		torn = true; /* data and zeros: punched while being read */
+		if (alt && first == v && c == alt)
+			refilled = true;
+		else if (c != 0 && first != 0)
+			torn = refilled = true; /* foreign bytes: L_OTHER below */
+		else
+			torn = true; /* data and zeros: punched while being read */
 	}
+	probing = 0;
+	*seen = refilled && !torn ? alt : first;
 	if (torn)
-		return L_TORN;
-	if (first == v || (alt && first == alt))
+		return refilled ? L_OTHER : L_TORN;
+	if (refilled || first == v || (alt && first == alt))
 		return L_DATA;
 	return first == 0 ? L_ZERO : L_OTHER;
 }
