@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <vrange.h>
 
@@ -99,6 +100,7 @@ void model_fill(void *page, uint32_t seed);
 uint8_t model_observe(const void *page, uint32_t exp);
 /* How often BAD_VRANGE_UNMAPPED's hole was filled by the library itself. */
 uint64_t model_exec_hole_filled(void);
+void model_exec_addr_history(uintptr_t a, uintptr_t b, FILE *out);
 /* This process's descriptor of a file (to pass on), or -1. */
 int model_exec_fd(int file);
 /* Release whatever the executor still holds (a peer leaving). */

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +48,43 @@ static int lfd[M_MAXFILE];
 static size_t ps;
 static unsigned char *scratch;
 static unsigned shm_seq, shm_nonce;
+
+/*
+ * What this process mapped where, and when (its count of executed
+ * operations): a registration left at the end of a seed is looked up
+ * here, so the violation says whose memory it is.
+ */
+#define ADDR_LOG 4096
+static struct addr_event {
+	uintptr_t a, b;
+	uint64_t at;
+	char what;
+} addr_log[ADDR_LOG];
+static uint64_t addr_logged, exec_count;
+
+static void log_addr(const void *p, size_t len, char what)
+{
+	struct addr_event *e = &addr_log[addr_logged++ % ADDR_LOG];
+
+	*e = (struct addr_event){ (uintptr_t)p, (uintptr_t)p + len, exec_count, what };
+}
+
+void model_exec_addr_history(uintptr_t a, uintptr_t b, FILE *out)
+{
+	uint64_t first = addr_logged > ADDR_LOG ? addr_logged - ADDR_LOG : 0;
+
+	fprintf(out, "  this process's mappings that overlapped [%#lx, %#lx) "
+		"(operation count %" PRIu64 " now; M map, U unmap, R region, "
+		"B bad-mapping probe, H hole filled by something else):\n",
+		(unsigned long)a, (unsigned long)b, exec_count);
+	for (uint64_t i = first; i < addr_logged; i++) {
+		const struct addr_event *e = &addr_log[i % ADDR_LOG];
+
+		if (e->a < b && a < e->b)
+			fprintf(out, "    %c [%#lx, %#lx) at %" PRIu64 "\n", e->what,
+				(unsigned long)e->a, (unsigned long)e->b, e->at);
+	}
+}
 
 static sigjmp_buf guard_jb;
 static volatile sig_atomic_t guard_on;
@@ -320,6 +358,7 @@ static int64_t do_region(const struct m_op *op, struct m_res *res)
 	o->r = r;
 	o->base = vrange_region_base(r);
 	o->len = vrange_region_size(r);
+	log_addr(o->base, o->len, 'R');
 	o->file = op->file;
 	res->aux = (int)vrange_region_access(r);
 	res->addr = (uintptr_t)o->base;
@@ -356,6 +395,7 @@ static int64_t do_unmap(const struct m_op *op)
 	struct lobj *o = &lo[op->obj];
 	int64_t rc = 0;
 
+	log_addr(o->base, o->len, 'U');
 	if (op->arg & MAP_ARENA)
 		rc = retire(o->base, o->len);
 	else if (munmap(o->base, o->len)) {
@@ -394,6 +434,7 @@ static int64_t do_map(const struct m_op *op, struct m_res *res)
 	o->kind = 2;
 	o->base = p;
 	o->len = len;
+	log_addr(p, len, 'M');
 	o->file = shared ? op->file : -1;
 	res->addr = (uintptr_t)p;
 	return 0;
@@ -504,6 +545,7 @@ static int64_t bad_misc_fd(int kind)
 
 static uint64_t hole_filled;
 
+
 uint64_t model_exec_hole_filled(void)
 {
 	return hole_filled;
@@ -541,6 +583,7 @@ static int64_t bad_mapping(int kind)
 	if (p == MAP_FAILED)
 		return -20015;
 	munmap(p + ps, ps);
+	log_addr(p, 3 * ps, 'B');
 	rc = vrange(p, 3 * ps, VRANGE_VOLATILE, NULL);
 	if (rc == 0 && msync(p + ps, ps, MS_ASYNC) == 0) {
 		/*
@@ -550,6 +593,7 @@ static int64_t bad_mapping(int kind)
 		 */
 		vrange(p, 3 * ps, VRANGE_NONVOLATILE, NULL);
 		hole_filled++;
+		log_addr(p + ps, ps, 'H');
 		retire(p, ps); /* not the middle page: it is the library's */
 		retire(p + 2 * ps, ps);
 		return -ENOENT;
@@ -658,6 +702,7 @@ void model_exec(const struct m_op *op, int recv_fd, struct m_res *res)
 	int64_t rc = 0;
 
 	memset(res, 0, sizeof(*res));
+	exec_count++;
 	switch (op->type) {
 	case OP_NEWFILE:
 		rc = do_newfile(op);

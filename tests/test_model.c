@@ -2059,10 +2059,15 @@ static void compare_snapshot(const struct snapshot *before)
 	if (now.shm_maps > before->shm_maps && MODEL_FILE_LEAKS)
 		fail("%d memfd or /dev/shm mappings left (%d before)",
 		     now.shm_maps, before->shm_maps);
-	if (now.uffd_vmas > before->uffd_vmas)
+	if (now.uffd_vmas > before->uffd_vmas) {
+		unsigned long a = 0, b = 0;
+
+		if (sscanf(now.uffd_what, "%lx-%lx", &a, &b) == 2)
+			model_exec_addr_history(a, b, stderr);
 		fail("%d mappings still registered with userfaultfd (%d before), "
 		     "the first: %s", now.uffd_vmas, before->uffd_vmas,
 		     now.uffd_what);
+	}
 }
 
 static void teardown(void)
