@@ -147,8 +147,14 @@ static int scan(bool vr, const char *path, uint64_t cache, struct report *rep)
 	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "SELECT id, length(payload) FROM t", -1, &st, NULL) != SQLITE_OK)
 		return 2;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		rep->rows++;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		/* Now and then what the monitor did so far, so that a run the
+		 * kernel kills still says whether it acted. */
+		if (++rep->rows % 2048 == 0 && vr && vrange_get_stats(&vs) == 0) {
+			rep->purged = vs.purged_total;
+			rep->pressure_events = vs.pressure_events;
+		}
+	}
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
 		return 3;
