@@ -394,8 +394,6 @@ static int cmp_u64(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	char line[4096];
-	FILE *f;
 	int runs = 10, nhogs = 0, per_core = 1, ok[3] = { 0 }, done[3] = { 0 };
 	bool hog = true, want[3] = { true, false, true };
 	pid_t hogs[64];
@@ -426,18 +424,7 @@ int main(int argc, char **argv)
 	if (!ctl || runs < 1 || runs > 256 || per_core < 1 || per_core > 8)
 		goto usage;
 	want[1] = base_ctl && want[0];
-	f = fopen("/proc/self/mountinfo", "re");
-	while (f && fgets(line, sizeof(line), f)) {
-		char m[256], fstype[64], super[512];
-		const char *sep = strstr(line, " - ");
-
-		if (sep && sscanf(line, "%*s %*s %*s %*s %255s", m) == 1 &&
-		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) == 2 &&
-		    !strcmp(fstype, "cgroup") && strstr(super, "memory"))
-			snprintf(mnt, sizeof(mnt), "%s", m);
-	}
-	if (f)
-		fclose(f);
+	demo_find_mount(false, mnt, sizeof(mnt));
 	if (!mnt[0] || geteuid() != 0) {
 		printf("SKIP: needs root and a cgroup v1 memory hierarchy\n");
 		return 0;

@@ -265,8 +265,7 @@ static pid_t spawn_hog(void)
 
 int main(int argc, char **argv)
 {
-	char mnt[256] = "", line[4096], val[32];
-	FILE *f;
+	char mnt[256] = "", val[32];
 	int status, nhogs = 0;
 	pid_t pid, coord = -1, hogs[64];
 	bool hog = false;
@@ -300,18 +299,7 @@ int main(int argc, char **argv)
 			return 0;
 		}
 	}
-	f = fopen("/proc/self/mountinfo", "re");
-	while (f && fgets(line, sizeof(line), f)) {
-		char m[256], fstype[64], super[512];
-		const char *sep = strstr(line, " - ");
-
-		if (sep && sscanf(line, "%*s %*s %*s %*s %255s", m) == 1 &&
-		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) == 2 &&
-		    !strcmp(fstype, "cgroup") && strstr(super, "memory"))
-			snprintf(mnt, sizeof(mnt), "%s", m);
-	}
-	if (f)
-		fclose(f);
+	demo_find_mount(false, mnt, sizeof(mnt));
 	if (!mnt[0]) {
 		printf("SKIP: no cgroup v1 memory hierarchy (needed for usage thresholds)\n");
 		return 0;

@@ -48,9 +48,11 @@ static inline bool demo_find_mount(bool v2, char *out, size_t n)
 		if (!sep || sscanf(line, "%*s %*s %*s %*s %1023s", mnt) != 1 ||
 		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) != 2)
 			continue;
-		if (v2 ? !strcmp(fstype, "cgroup2")
-		       : !strcmp(fstype, "cgroup") && strstr(super, "memory")) {
-			snprintf(out, n, "%s", mnt);
+		/* A mount point longer than out is no answer (never cut). */
+		if ((v2 ? !strcmp(fstype, "cgroup2")
+			: !strcmp(fstype, "cgroup") && strstr(super, "memory")) &&
+		    strlen(mnt) < n) {
+			memcpy(out, mnt, strlen(mnt) + 1);
 			found = true;
 		}
 	}

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <vrange.h>
 
+#include "../examples/demo_cgroup.h"
 #include "test_main.h"
 
 #define MiB ((uint64_t)1 << 20)
@@ -113,31 +114,6 @@ struct cg {
 	bool v2;
 };
 
-static bool find_mount(bool v2, char *out, size_t n)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096];
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char mnt[256], fstype[64], super[512];
-		const char *sep = strstr(line, " - ");
-
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %255s", mnt) != 1 ||
-		    sscanf(sep + 3, "%63s %*s %511s", fstype, super) != 2)
-			continue;
-		if (v2 ? !strcmp(fstype, "cgroup2")
-		       : !strcmp(fstype, "cgroup") && strstr(super, "memory")) {
-			snprintf(out, n, "%s", mnt);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
 /* A fresh memory cgroup with a hard limit: v1 if mounted, else v2.  0, or
  * -1 with the reason in why (the case then skips). */
 static int cg_create(struct cg *cg, uint64_t limit, bool v1_only, char *why, size_t wn)
@@ -147,7 +123,7 @@ static int cg_create(struct cg *cg, uint64_t limit, bool v1_only, char *why, siz
 
 	snprintf(val, sizeof(val), "%" PRIu64, limit);
 	snprintf(why, wn, "no memory cgroup hierarchy is mounted");
-	if (find_mount(false, mnt, sizeof(mnt))) {
+	if (demo_find_mount(false, mnt, sizeof(mnt))) {
 		snprintf(cg->dir, sizeof(cg->dir), "%s/vrange-test-%d-%d", mnt,
 			 (int)getpid(), ++seq);
 		cg->v2 = false;
@@ -160,7 +136,7 @@ static int cg_create(struct cg *cg, uint64_t limit, bool v1_only, char *why, siz
 		snprintf(why, wn, "cannot create a v1 memory cgroup in %.100s: %s", mnt,
 			 strerror(errno));
 	}
-	if (v1_only || !find_mount(true, mnt, sizeof(mnt)))
+	if (v1_only || !demo_find_mount(true, mnt, sizeof(mnt)))
 		return -1;
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", mnt);
 	write_file(path, "+memory");
