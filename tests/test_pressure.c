@@ -833,7 +833,10 @@ struct survival {
 	bool vol;
 	bool stuck_coordinator;
 	uint64_t cache, alloc;
-	struct { volatile uint64_t allocated, purged; volatile int done; } *rep;
+	struct {
+		volatile uint64_t allocated, purged, events;
+		volatile int done;
+	} *rep;
 };
 
 /*
@@ -882,9 +885,13 @@ static int survival_child(void *arg)
 			return 23;
 		memset(p, 0x5a, MiB);
 		s->rep->allocated = done + MiB;
+		/* What the monitor did so far: a child the kernel kills
+		 * still tells whether it woke at all. */
+		if (vrange_get_stats(&st) == 0) {
+			s->rep->purged = st.purged_total;
+			s->rep->events = st.pressure_events;
+		}
 	}
-	vrange_get_stats(&st);
-	s->rep->purged = st.purged_total;
 	/* The cache that is left is intact where not purged. */
 	if (s->vol && vrange_mark_nonvolatile(r, 0, s->cache) != VRANGE_PURGED)
 		return 24;
@@ -909,6 +916,9 @@ static int survival_run(bool vol, bool stuck, uint64_t *allocated, uint64_t *pur
 	cg_remove(&cg);
 	*allocated = s.rep->allocated;
 	*purged = s.rep->purged;
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		fprintf(stderr, "survival child: %" PRIu64 " pressure events acted on "
+			"before it ended\n", s.rep->events);
 	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0 && s.rep->done) &&
 	    WIFEXITED(status))
 		fprintf(stderr, "survival child exited with %d\n", WEXITSTATUS(status));
