@@ -256,9 +256,10 @@ struct vrange_region_inline {
 	uint32_t page_shift; /**< log2 of the page size */
 	uint64_t size;       /**< the region's size in bytes */
 	const struct vrange_inline_pw *pw; /**< the file's page words */
-	const struct vrange_inline_lib *lib;
 	int32_t prio;        /**< vrange_region_set_priority() */
 	uint32_t cost;       /**< vrange_region_set_cost(), 0 = 1 */
+	/** A copy of vrange_inline_lib()'s: one load less on the way. */
+	struct vrange_inline_lib lib;
 };
 
 /** A thread's last region found by vrange(): valid while gen is even and
@@ -307,7 +308,7 @@ static inline struct vrange_inline_words *
 __vrange_word(const struct vrange_region_inline *h, uint64_t i, char *tp,
 	     struct vrange_inline_word **w, int64_t **cnt)
 {
-	const struct vrange_inline_lib *lib = h->lib;
+	const struct vrange_inline_lib *lib = &h->lib;
 	uint32_t n = __atomic_load_n(&h->pw->npages, __ATOMIC_RELAXED), k;
 	struct vrange_inline_words *hd;
 	uint64_t me, slot;
@@ -371,7 +372,7 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, siz
 
 	if (!__vrange_one_page(h, off, len))
 		return 0;
-	lib = h->lib;
+	lib = &h->lib;
 	if (lib->clock_gettime(VRANGE_INLINE_CLOCK, &ts) != 0)
 		return 0;
 	tp = __vrange_tp();
@@ -494,7 +495,8 @@ static inline struct vrange_region_inline *__vrange_hit(void *addr, size_t len,
 	return e.r;
 }
 
-static inline int __vrange_vrange(void *addr, size_t len, int mode, int *purged)
+__VRANGE_ALWAYS_INLINE int __vrange_vrange(void *addr, size_t len, int mode,
+					    int *purged)
 {
 	struct vrange_region_inline *r;
 	size_t off;
@@ -513,14 +515,15 @@ static inline int __vrange_vrange(void *addr, size_t len, int mode, int *purged)
 	return (vrange)(addr, len, mode, purged);
 }
 
-static inline int __vrange_mark_volatile(vrange_region *r, size_t off, size_t len)
+__VRANGE_ALWAYS_INLINE int __vrange_mark_volatile(vrange_region *r, size_t off,
+						   size_t len)
 {
 	return __vrange_try_mark((struct vrange_region_inline *)(void *)r, off, len) ?
 		0 : (vrange_mark_volatile)(r, off, len);
 }
 
-static inline int __vrange_mark_nonvolatile(vrange_region *r, size_t off,
-					   size_t len)
+__VRANGE_ALWAYS_INLINE int __vrange_mark_nonvolatile(vrange_region *r, size_t off,
+						      size_t len)
 {
 	return __vrange_try_unmark((struct vrange_region_inline *)(void *)r, off, len) ?
 		VRANGE_INTACT : (vrange_mark_nonvolatile)(r, off, len);

@@ -164,7 +164,7 @@ static void inline_head(struct vrange_region *r)
 	r->in.page_shift = vr_page_shift;
 	r->in.size = r->map.size;
 	r->in.pw = (const struct vrange_inline_pw *)(const void *)&r->file->tree.pw;
-	r->in.lib = lib;
+	r->in.lib = *lib;
 	r->in.abi = lib->abi;
 }
 
