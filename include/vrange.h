@@ -271,8 +271,9 @@ struct vrange_inline_hit {
 	struct vrange_region_inline *r;
 };
 
-/** What the inline fast path of vrange() reads of the library; its abi is
- * VRANGE_INLINE_ABI where the path runs.  See vrange_mark_volatile(3). */
+/** What the inline fast path of vrange() reads of the library (filled when
+ * the library is loaded: async-signal-safe); its abi is VRANGE_INLINE_ABI
+ * where the path runs.  See vrange_mark_volatile(3). */
 const struct vrange_inline_lib *vrange_inline_lib(void);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(VRANGE_NO_INLINE) && \

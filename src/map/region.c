@@ -110,9 +110,10 @@ _Static_assert(sizeof(struct timespec) == sizeof(struct vrange_inline_ts) &&
 	       CLOCK_MONOTONIC_COARSE == VRANGE_INLINE_CLOCK, "the inline clock");
 
 static struct vrange_inline_lib inline_lib;
-static pthread_once_t inline_once = PTHREAD_ONCE_INIT;
 
 #if PW_LOCK_FREE
+#include <cpuid.h>
+
 static char *thread_pointer(void)
 {
 	char *tp;
@@ -120,22 +121,26 @@ static char *thread_pointer(void)
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
 	return tp;
 }
-#endif
 
-/* The library's part of the inline path, VRANGE_INLINE_ABI where single
- * pages change lock-free here (x86-64 with cmpxchg16b, the old gate).
- * TLS offsets from the thread pointer: every
- * variable is initial-exec, so the same for every thread. */
-static void inline_setup(void)
+/*
+ * The library's part of the inline path, filled when the library is
+ * loaded, so that vrange_inline_lib() is one load - async-signal-safe, as
+ * the inline vrange() that asks for it must be - and reads no environment
+ * (that waits for the first call, vr_init_basic).  VRANGE_INLINE_ABI
+ * where single pages change lock-free (x86-64 with cmpxchg16b, the gate
+ * of pw_have_cas16, asked here again: the order of constructors is not
+ * known).  TLS offsets from the thread pointer: every variable is
+ * initial-exec, so one offset for every thread.  The clock is libc's
+ * here; a region's copy takes the vDSO's (inline_head).
+ */
+__attribute__((constructor)) static void inline_setup(void)
 {
-	vr_init_basic();
-#if PW_LOCK_FREE
+	unsigned int a, b, c, d;
 	char *tp = thread_pointer();
 
-	/* libc's where the vDSO's was not found (under valgrind); the
-	 * header's own spelling of its type. */
+	/* The header's own spelling of the type (a static assert above). */
 	inline_lib.clock_gettime = (int (*)(int, struct vrange_inline_ts *))(void (*)(void))
-		(vr_vdso_gettime ? vr_vdso_gettime : clock_gettime);
+		clock_gettime;
 	inline_lib.seq_floor = (const uint64_t *)(const void *)&vr_seq_floor;
 	inline_lib.want_mark = (const unsigned char *)(const void *)&pressure_want_mark;
 	inline_lib.table_ver = (const uint32_t *)(const void *)&region_table_seq.seq;
@@ -143,29 +148,31 @@ static void inline_setup(void)
 	inline_lib.tls_token = (char *)&pw_my_token - tp;
 	inline_lib.tls_stripe = (char *)&pw_my_stripe - tp;
 	inline_lib.tls_hit = (char *)&region_last_hit - tp;
-	if (pw_have_cas16 && sizeof(bool) == 1)
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B) && sizeof(bool) == 1)
 		inline_lib.abi = VRANGE_INLINE_ABI;
-#endif
 }
+#endif
 
 const struct vrange_inline_lib *vrange_inline_lib(void)
 {
-	pthread_once(&inline_once, inline_setup);
 	return &inline_lib;
 }
 
-/* The head of a region wired up: its layout for the header's inline path,
- * and VRANGE_INLINE_ABI where that path runs - the file keeps page words,
- * which it never gives up (a library file's size is fixed). */
+/* The head of a region wired up (after vr_init): its layout for the
+ * header's inline path, and VRANGE_INLINE_ABI where that path runs - the
+ * file keeps page words, which it never gives up (a library file's size
+ * is fixed), or has none (npages 0: the call).  The clock of the marks'
+ * ages is the vDSO's where vr_init found it. */
 static void inline_head(struct vrange_region *r)
 {
-	const struct vrange_inline_lib *lib = vrange_inline_lib();
-
 	r->in.page_shift = vr_page_shift;
 	r->in.size = r->map.size;
 	r->in.pw = (const struct vrange_inline_pw *)(const void *)&r->file->tree.pw;
-	r->in.lib = *lib;
-	r->in.abi = lib->abi;
+	r->in.lib = inline_lib;
+	if (vr_vdso_gettime)
+		r->in.lib.clock_gettime = (int (*)(int, struct vrange_inline_ts *))
+			(void (*)(void))vr_vdso_gettime;
+	r->in.abi = inline_lib.abi;
 }
 
 /* Wire up a region on fd (mapped at base, size bytes) whose file's state
