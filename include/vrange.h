@@ -286,6 +286,8 @@ const struct vrange_inline_lib *vrange_inline_lib(void);
 #define VRANGE_INLINE_TEST_HOOK(where) ((void)0)
 #endif
 
+#define __VRANGE_ALWAYS_INLINE __attribute__((always_inline)) static inline
+
 static inline char *__vrange_tp(void)
 {
 	char *tp;
@@ -346,7 +348,7 @@ __vrange_word(const struct vrange_region_inline *h, uint64_t i, char *tp,
 
 /* A plain add where nobody else writes the stripe; in stripe 0, an atomic
  * one. */
-static inline void __vrange_count(struct vrange_inline_words *hd, int64_t *cnt,
+__VRANGE_ALWAYS_INLINE void __vrange_count(struct vrange_inline_words *hd, int64_t *cnt,
 				 int64_t d)
 {
 	if (__builtin_expect(cnt != &hd->stripe[0].vol, 1))
@@ -355,8 +357,6 @@ static inline void __vrange_count(struct vrange_inline_words *hd, int64_t *cnt,
 	else
 		__atomic_fetch_add(cnt, d, __ATOMIC_RELAXED);
 }
-
-#define __VRANGE_ALWAYS_INLINE __attribute__((always_inline)) static inline
 
 /* The mark of one page: 1 done, 0 take the call (which may redo it). */
 __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, size_t off,

@@ -8,9 +8,10 @@
  * libvrange.so: the header's code, with VRANGE_INLINE_TEST_HOOK defined,
  * against the library as it is.
  *
- *  - a purge (this process, then another one) recording the page before an
- *    unmark's swap: the inline unmark must not say INTACT, the call says
- *    PURGED and the page reads zeros;
+ *  - a purge (this process, then another one: at the fork the state moves,
+ *    or it was shared before) recording the page before an unmark's swap:
+ *    the inline unmark must not say INTACT, the call says PURGED and the
+ *    page reads zeros;
  *  - a purge right after an unmark's swap finds the page non-volatile: its
  *    bytes stay;
  *  - a large mark (a tree range: lock-free changes off) landing before a
@@ -177,6 +178,20 @@ END_TEST
 
 START_TEST(purge_in_another_process_before_the_unmark)
 {
+	purge_before_unmark(PURGE_IN_CHILD);
+}
+END_TEST
+
+/* The state shared already (the region's fd handed out): the child purges
+ * the words the inline unmark is about to swap, in the same shared area. */
+START_TEST(purge_in_another_process_on_shared_state)
+{
+	if (!inline_here())
+		return;
+	ck_assert_int_ge(vrange_region_fd(R), 0);
+	/* The moved state's first pair claims a stripe there (the call). */
+	ck_assert_int_eq((vrange_mark_volatile)(R, 0, ps), 0);
+	ck_assert_int_eq((vrange_mark_nonvolatile)(R, 0, ps), VRANGE_INTACT);
 	purge_before_unmark(PURGE_IN_CHILD);
 }
 END_TEST
@@ -351,6 +366,7 @@ Suite *test_suite(void)
 #ifdef VRANGE_INLINE
 	tcase_add_test(tc, purge_records_before_the_unmark);
 	tcase_add_test(tc, purge_in_another_process_before_the_unmark);
+	tcase_add_test(tc, purge_in_another_process_on_shared_state);
 	tcase_add_test(tc, purge_right_after_the_unmark);
 	tcase_add_test(tc, lock_free_off_before_the_mark);
 	tcase_add_test(tc, range_over_the_page_before_the_mark);
