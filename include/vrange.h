@@ -457,37 +457,45 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_unmark(struct vrange_region_inline *h, s
 	return !__atomic_load_n(&hd->fast_off, __ATOMIC_SEQ_CST);
 }
 
-/* The library's part, asked once per file that includes this header. */
-static const struct vrange_inline_lib *__vrange_lib __attribute__((unused));
+/* What vrange() needs of the library's part, asked once per file that
+ * includes this header: the offset of the thread's last hit (never 0
+ * once known: TLS lies below the thread pointer) and the table version's
+ * address.  A copy here spares a dependent load on the way to the word. */
+static intptr_t __vrange_hit_off __attribute__((unused));
+static const uint32_t *__vrange_table_ver __attribute__((unused));
 
 /* The region holding [addr, addr + len) as this thread's last vrange()
  * found it, if the region table has not changed since (a lookup
  * linearized at the version's load: the library's own vrange() does the
  * same); NULL: take the call. */
 static inline struct vrange_region_inline *__vrange_hit(void *addr, size_t len,
-							size_t *off)
+							 size_t *off)
 {
-	const struct vrange_inline_lib *lib = __atomic_load_n(&__vrange_lib,
-							       __ATOMIC_ACQUIRE);
+	intptr_t at = __atomic_load_n(&__vrange_hit_off, __ATOMIC_ACQUIRE);
 	const struct vrange_inline_hit *hit;
 	struct vrange_inline_hit e;
 	uint32_t g;
 	size_t o;
 
-	if (!lib) {
-		lib = vrange_inline_lib();
-		__atomic_store_n(&__vrange_lib, lib, __ATOMIC_RELEASE);
+	if (__builtin_expect(!at, 0)) {
+		const struct vrange_inline_lib *lib = vrange_inline_lib();
+
+		if (__atomic_load_n(&lib->abi, __ATOMIC_RELAXED) != VRANGE_INLINE_ABI ||
+		    !lib->tls_hit)
+			return 0;
+		at = lib->tls_hit;
+		__atomic_store_n(&__vrange_table_ver, lib->table_ver, __ATOMIC_RELAXED);
+		__atomic_store_n(&__vrange_hit_off, at, __ATOMIC_RELEASE);
 	}
-	if (__atomic_load_n(&lib->abi, __ATOMIC_RELAXED) != VRANGE_INLINE_ABI)
-		return 0;
-	hit = (const struct vrange_inline_hit *)(void *)(__vrange_tp() + lib->tls_hit);
+	hit = (const struct vrange_inline_hit *)(void *)(__vrange_tp() + at);
 	/* gen odd: this thread rewrites it (we run in a signal handler). */
 	g = hit->gen;
 	__atomic_signal_fence(__ATOMIC_ACQUIRE);
 	e = *hit;
 	__atomic_signal_fence(__ATOMIC_ACQUIRE);
 	if ((g & 1) || !e.r || hit->gen != g ||
-	    __atomic_load_n(lib->table_ver, __ATOMIC_ACQUIRE) != e.ver)
+	    __atomic_load_n(__atomic_load_n(&__vrange_table_ver, __ATOMIC_RELAXED),
+			    __ATOMIC_ACQUIRE) != e.ver)
 		return 0;
 	o = (size_t)((char *)addr - e.base);
 	if (o >= e.size || len > e.size - o)
