@@ -358,9 +358,10 @@ __VRANGE_ALWAYS_INLINE void __vrange_count(struct vrange_inline_words *hd, int64
 		__atomic_fetch_add(cnt, d, __ATOMIC_RELAXED);
 }
 
-/* The mark of one page: 1 done, 0 take the call (which may redo it). */
+/* The mark of one page at cost c (0: the region's): 1 done, 0 take the
+ * call (which may redo it). */
 __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, size_t off,
-				   size_t len)
+				   size_t len, uint32_t c)
 {
 	const struct vrange_inline_lib *lib;
 	struct vrange_inline_words *hd;
@@ -378,7 +379,7 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, siz
 		return 0;
 	tp = __vrange_tp();
 	hd = __vrange_word(h, off >> h->page_shift, tp, &w, &cnt);
-	cost = __atomic_load_n(&h->cost, __ATOMIC_RELAXED);
+	cost = c ? c : __atomic_load_n(&h->cost, __ATOMIC_RELAXED);
 	if (!hd || cost > 0xffffu)
 		return 0;
 	/* The age: later than the last barrier and than this thread's last. */
@@ -513,7 +514,7 @@ __VRANGE_ALWAYS_INLINE int __vrange_vrange(void *addr, size_t len, int mode,
 	if (len && addr && (mode == VRANGE_VOLATILE || mode == VRANGE_NONVOLATILE) &&
 	    (r = __vrange_hit(addr, len, &off)) != 0) {
 		if (mode == VRANGE_VOLATILE) {
-			if (__vrange_try_mark(r, off, len))
+			if (__vrange_try_mark(r, off, len, 0))
 				return 0;
 		} else if (__vrange_try_unmark(r, off, len)) {
 			if (purged)
@@ -527,8 +528,17 @@ __VRANGE_ALWAYS_INLINE int __vrange_vrange(void *addr, size_t len, int mode,
 __VRANGE_ALWAYS_INLINE int __vrange_mark_volatile(vrange_region *r, size_t off,
 						   size_t len)
 {
-	return __vrange_try_mark((struct vrange_region_inline *)(void *)r, off, len) ?
+	return __vrange_try_mark((struct vrange_region_inline *)(void *)r, off, len, 0) ?
 		0 : (vrange_mark_volatile)(r, off, len);
+}
+
+__VRANGE_ALWAYS_INLINE int __vrange_mark_volatile_cost(vrange_region *r, size_t off,
+						       size_t len, uint32_t cost)
+{
+	/* A cost of 0 is the call's -EINVAL. */
+	return cost && __vrange_try_mark((struct vrange_region_inline *)(void *)r,
+					 off, len, cost) ?
+		0 : (vrange_mark_volatile_cost)(r, off, len, cost);
 }
 
 __VRANGE_ALWAYS_INLINE int __vrange_mark_nonvolatile(vrange_region *r, size_t off,
@@ -540,6 +550,8 @@ __VRANGE_ALWAYS_INLINE int __vrange_mark_nonvolatile(vrange_region *r, size_t of
 
 /* The calls above, inline where they can be (VRANGE_NO_INLINE: never). */
 #define vrange_mark_volatile(r, off, len) __vrange_mark_volatile(r, off, len)
+#define vrange_mark_volatile_cost(r, off, len, cost) \
+	__vrange_mark_volatile_cost(r, off, len, cost)
 #define vrange_mark_nonvolatile(r, off, len) __vrange_mark_nonvolatile(r, off, len)
 #define vrange(addr, len, mode, purged) __vrange_vrange(addr, len, mode, purged)
 #endif /* VRANGE_INLINE */

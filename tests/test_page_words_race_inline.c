@@ -24,9 +24,12 @@
  *  - vrange() on a region page, inline through the thread's last hit: a
  *    purge before its unmark's swap makes *purged 1; a region created
  *    since (the table changed) sends it to the call;
+ *  - a mark at a cost of its own inline (an unmark finds the word whose
+ *    cost it did not expect), and one dearer than a word holds: the call;
  *  - a head without VRANGE_INLINE_ABI (a later library's layout): the
  *    inline code calls, and the calls still work.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -137,7 +140,7 @@ static bool inline_here(void)
 #ifdef VRANGE_INLINE
 	if (vrange_inline_lib()->abi == VRANGE_INLINE_ABI &&
 	    head()->abi == VRANGE_INLINE_ABI &&
-	    __vrange_try_mark(head(), 1 * ps, ps) == 1) {
+	    __vrange_try_mark(head(), 1 * ps, ps, 0) == 1) {
 		ck_assert_int_eq(__vrange_try_unmark(head(), 1 * ps, ps), 1);
 		return true;
 	}
@@ -159,7 +162,7 @@ static void purge_before_unmark(int how)
 {
 	if (!inline_here())
 		return;
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 1);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 1);
 	arm(how, 0);
 	/* The purge's swap came first: the inline unmark must not say INTACT. */
 	ck_assert_int_eq(__vrange_try_unmark(head(), PAGE * ps, ps), 0);
@@ -200,7 +203,7 @@ START_TEST(purge_right_after_the_unmark)
 {
 	if (!inline_here())
 		return;
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 1);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 1);
 	arm(PURGE_HERE, 1);
 	ck_assert_int_eq(__vrange_try_unmark(head(), PAGE * ps, ps), 1);
 	/* The purge ran after the swap and left the page alone. */
@@ -218,7 +221,7 @@ START_TEST(lock_free_off_before_the_mark)
 		return;
 	arm(BIG_MARK_ELSEWHERE, 0);
 	/* Swapped after the holder raised fast_off: the call must redo it. */
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 0);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 0);
 	ck_assert_int_eq(step, 0);
 	ck_assert_int_eq(vrange_mark_volatile(R, PAGE * ps, ps), 0);
 	ck_assert_uint_eq(volatile_pages(), BIG_PAGES + 1);
@@ -229,7 +232,7 @@ START_TEST(lock_free_off_before_the_mark)
 			 VRANGE_INTACT);
 	ck_assert_uint_eq(volatile_pages(), 0);
 	/* No range left: lock-free again. */
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 1);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 1);
 	ck_assert_int_eq(__vrange_try_unmark(head(), PAGE * ps, ps), 1);
 }
 END_TEST
@@ -239,7 +242,7 @@ START_TEST(range_over_the_page_before_the_mark)
 	if (!inline_here())
 		return;
 	arm(BIG_MARK_OVER, 0);
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 0);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 0);
 	ck_assert_int_eq(vrange_mark_volatile(R, PAGE * ps, ps), 0);
 	/* The page in the range and in its word would count twice. */
 	ck_assert_uint_eq(volatile_pages(), BIG_PAGES);
@@ -255,7 +258,7 @@ START_TEST(lock_free_off_right_after_the_unmark)
 {
 	if (!inline_here())
 		return;
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 1);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 1);
 	arm(BIG_MARK_ELSEWHERE, 1);
 	ck_assert_int_eq(__vrange_try_unmark(head(), PAGE * ps, ps), 0);
 	/* The call answers from word and range: never purged. */
@@ -270,9 +273,9 @@ START_TEST(unmark_before_a_remark)
 {
 	if (!inline_here())
 		return;
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 1);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 1);
 	arm(UNMARK_IT, 0);
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 1);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 1);
 	ck_assert_int_eq(step, 0);
 	ck_assert_int_eq(vrange_is_volatile(R, PAGE * ps, ps), 1);
 	ck_assert_uint_eq(volatile_pages(), 1);
@@ -285,10 +288,10 @@ START_TEST(purge_before_a_remark)
 {
 	if (!inline_here())
 		return;
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 1);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 1);
 	arm(PURGE_HERE, 0);
 	/* A purged page stays purged: the re-mark leaves it to the call. */
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 0);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 0);
 	ck_assert_int_eq(step, 0);
 	ck_assert_int_gt(purged_by_hook, 0);
 	ck_assert_int_eq(vrange_mark_volatile(R, PAGE * ps, ps), 0);
@@ -333,12 +336,32 @@ START_TEST(vrange_inline_through_the_last_hit)
 }
 END_TEST
 
+/* A mark at a cost of its own, inline: the word takes that cost, and the
+ * unmark, which first expects the region's, finds it and says INTACT. */
+START_TEST(costed_mark_inline)
+{
+	if (!inline_here())
+		return;
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 1000), 1);
+	ck_assert_int_eq(vrange_mark_volatile_cost(R, (PAGE + 1) * ps, ps, 7), 0);
+	ck_assert_int_eq(vrange_mark_volatile_cost(R, (PAGE + 2) * ps, ps, 0), -EINVAL);
+	ck_assert_uint_eq(volatile_pages(), 2);
+	ck_assert_int_eq(__vrange_try_unmark(head(), PAGE * ps, ps), 1);
+	/* Dearer than a word holds: the call (a tree range). */
+	ck_assert_int_eq(__vrange_try_mark(head(), (PAGE + 2) * ps, ps, 70000), 0);
+	ck_assert_int_eq(vrange_mark_volatile_cost(R, (PAGE + 2) * ps, ps, 70000), 0);
+	ck_assert_uint_eq(volatile_pages(), 2);
+	ck_assert_int_eq(vrange_mark_nonvolatile(R, (PAGE + 1) * ps, 2 * ps), VRANGE_INTACT);
+	ck_assert_uint_eq(volatile_pages(), 0);
+}
+END_TEST
+
 START_TEST(head_of_another_layout)
 {
 	if (!inline_here())
 		return;
 	head()->abi = 0; /* what a library with another layout leaves there */
-	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps), 0);
+	ck_assert_int_eq(__vrange_try_mark(head(), PAGE * ps, ps, 0), 0);
 	ck_assert_int_eq(vrange_mark_volatile(R, PAGE * ps, ps), 0);
 	ck_assert_int_eq(vrange_is_volatile(R, PAGE * ps, ps), 1);
 	ck_assert_int_eq(__vrange_try_unmark(head(), PAGE * ps, ps), 0);
@@ -374,6 +397,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, unmark_before_a_remark);
 	tcase_add_test(tc, purge_before_a_remark);
 	tcase_add_test(tc, vrange_inline_through_the_last_hit);
+	tcase_add_test(tc, costed_mark_inline);
 	tcase_add_test(tc, head_of_another_layout);
 #endif
 	suite_add_tcase(s, tc);
