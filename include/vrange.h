@@ -276,8 +276,8 @@ struct vrange_inline_hit {
  * where the path runs.  See vrange_mark_volatile(3). */
 const struct vrange_inline_lib *vrange_inline_lib(void);
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(VRANGE_NO_INLINE) && \
-	!defined(VRANGE_BUILDING_LIBRARY)
+#if defined(__x86_64__) && !defined(__ILP32__) && defined(__GNUC__) && \
+	!defined(VRANGE_NO_INLINE) && !defined(VRANGE_BUILDING_LIBRARY)
 #define VRANGE_INLINE 1
 
 /* Tests only: VRANGE_INLINE_TEST_HOOK(where) runs between the first look
