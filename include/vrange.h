@@ -151,6 +151,411 @@ typedef int (*vrange_refill_fn)(vrange_region *r, size_t off, void *buf,
  * vrange_region_set_refill(3). */
 int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg);
 
+/*
+ * The inline fast path (docs/abi.md, "The inline fast path").  A mark or
+ * unmark of one whole page of a region - the pair a page cache makes on
+ * every fetch - runs here, in the caller, with no call into the library,
+ * where the page's state word is all there is to it: one compare-and-swap
+ * of the word, as the library's own lock-free path does.  Everything else
+ * (more or less than a page, a page the library must lock for, a purged
+ * page, a region whose head does not carry VRANGE_INLINE_ABI) takes the
+ * call, which checks the arguments and does it all.  Define
+ * VRANGE_NO_INLINE before including this header for the call alone.
+ *
+ * What the structs below describe is library memory the inline code reads
+ * and writes: their layout is ABI and only VRANGE_INLINE_ABI names it.  A
+ * library with another layout leaves that value out of its regions' heads,
+ * and code built against this header then takes the call.  Nothing here is
+ * for a program to touch.
+ */
+
+/** The layout the inline fast path of this header knows ("vrI1"). */
+#define VRANGE_INLINE_ABI 0x31497276u
+
+/** A page's state word: its tag (prio, state, cost: the last 8 bytes)
+ * changes by one 8-byte compare-and-swap; seq is the age of a volatile
+ * word, stored just before the swap that makes it volatile. */
+struct vrange_inline_word {
+	uint64_t seq;     /**< age (nanoseconds of the mark clock) if volatile */
+	int32_t prio;     /**< purge priority if volatile */
+	uint16_t state;   /**< 0 none, 1 volatile, 2 purged */
+	uint16_t cost;    /**< cost (1..65535) if volatile, else 0 */
+};
+
+/** Lock-free counts of volatile words: stripe k (1..3) is written by the
+ * one thread whose token is in owner[k], stripe 0 by atomic add. */
+struct vrange_inline_stripe {
+	int64_t vol;      /**< words made volatile minus those made not */
+	char pad[120];    /**< a line pair each */
+};
+
+/** The header of a file's page words: the words lie right before it, in
+ * slot order (npages x 16 bytes, then npages x 16 more of the library's),
+ * with the four stripes of counts. */
+struct vrange_inline_words {
+	uint32_t magic;          /**< the library's */
+	uint32_t npages;         /**< the library's (the region's is trusted) */
+	uint64_t nvol, npurged;  /**< the library's counts, under its lock */
+	uint32_t ord_len, ord_pos, ord_nlog; /**< the library's */
+	uint32_t ord_built;      /**< 1: a mark not in the order sets ord_stale */
+	uint32_t ord_stale;      /**< set by such a mark (once) */
+	uint32_t ord_all;        /**< the library's */
+	uint32_t fast_off;       /**< 1: no lock-free change; take the call */
+	uint32_t ord_costly;     /**< the library's */
+	uint64_t ord_unit;       /**< the library's */
+	uint64_t owner[4];       /**< stripe k's owner thread token, or 0 */
+	char pad[32];            /**< to 128 bytes */
+	struct vrange_inline_stripe stripe[4]; /**< the lock-free counts */
+};
+
+/** Where a file's page words are now (the library's view of them): a
+ * move is seen whole, since the words are found from the header. */
+struct vrange_inline_pw {
+	struct vrange_inline_words *hdr; /**< the header, loaded with acquire */
+	struct vrange_inline_word *words; /**< the library's; not read inline */
+	void *order;                     /**< the library's */
+	uint32_t npages;                 /**< 0: no words (take the call) */
+};
+
+struct vrange_inline_hit;
+
+/** struct timespec as Linux on x86-64 lays it out (the header needs no
+ * feature macro for it). */
+struct vrange_inline_ts {
+	int64_t sec;
+	int64_t nsec;
+};
+
+/** CLOCK_MONOTONIC_COARSE of Linux. */
+#define VRANGE_INLINE_CLOCK 6
+
+/** What the inline path needs of the library as a whole. */
+struct vrange_inline_lib {
+	uint32_t abi;        /**< VRANGE_INLINE_ABI, else vrange() takes the call */
+	uint32_t reserved;
+	/** clock_gettime(2), the vDSO's where the library found it: the
+	 * ages are of VRANGE_INLINE_CLOCK */
+	int (*clock_gettime)(int, struct vrange_inline_ts *);
+	const uint64_t *seq_floor;       /**< every age is above it */
+	const unsigned char *want_mark;  /**< nonzero: a mark takes the call */
+	const uint32_t *table_ver;       /**< the region table's version */
+	/** The calling thread's blocks, as offsets from its thread pointer
+	 * (initial-exec TLS: the same for every thread). */
+	intptr_t tls_seq;    /**< uint64_t: its last age */
+	intptr_t tls_token;  /**< uint64_t: its token, 0 none yet */
+	intptr_t tls_stripe; /**< uint32_t: the stripe it last counted in */
+	intptr_t tls_hit;    /**< struct vrange_inline_hit: its last vrange() region */
+	/** NULL, never read: the type tls_hit leads to, named here so that
+	 * the library's ABI record (docs/abi.md) holds every layout. */
+	const struct vrange_inline_hit *hit_type;
+};
+
+/** The head of every region handle: a vrange_region pointer points at one. */
+struct vrange_region_inline {
+	uint32_t abi;        /**< VRANGE_INLINE_ABI, else take the call */
+	uint32_t page_shift; /**< log2 of the page size */
+	uint64_t size;       /**< the region's size in bytes */
+	const struct vrange_inline_pw *pw; /**< the file's page words */
+	int32_t prio;        /**< vrange_region_set_priority() */
+	uint32_t cost;       /**< vrange_region_set_cost(), 0 = 1 */
+	/** A copy of vrange_inline_lib()'s: one load less on the way. */
+	struct vrange_inline_lib lib;
+};
+
+/** A thread's last region found by vrange(): valid while gen is even and
+ * ver is the table's version. */
+struct vrange_inline_hit {
+	uint32_t gen, ver;
+	char *base;
+	size_t size;
+	struct vrange_region_inline *r;
+};
+
+/** What the inline fast path of vrange() reads of the library (filled when
+ * the library is loaded: async-signal-safe); its abi is VRANGE_INLINE_ABI
+ * where the path runs.  See vrange_mark_volatile(3). */
+const struct vrange_inline_lib *vrange_inline_lib(void);
+
+#if defined(__x86_64__) && !defined(__ILP32__) && defined(__GNUC__) && \
+	!defined(VRANGE_NO_INLINE) && !defined(VRANGE_BUILDING_LIBRARY)
+#define VRANGE_INLINE 1
+
+/* Tests only: VRANGE_INLINE_TEST_HOOK(where) runs between the first look
+ * at fast_off and the swap (0) and between the swap and the second look (1). */
+#ifndef VRANGE_INLINE_TEST_HOOK
+#define VRANGE_INLINE_TEST_HOOK(where) ((void)0)
+#endif
+
+#define __VRANGE_ALWAYS_INLINE __attribute__((always_inline)) static inline
+
+static inline char *__vrange_tp(void)
+{
+	char *tp;
+
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return tp;
+}
+
+/* One whole page of a region whose head carries this header's layout. */
+static inline int __vrange_one_page(const struct vrange_region_inline *h,
+				   size_t off, size_t len)
+{
+	return h && __atomic_load_n(&h->abi, __ATOMIC_RELAXED) == VRANGE_INLINE_ABI &&
+	       len == (size_t)1 << h->page_shift && !(off & (len - 1)) &&
+	       off < h->size;
+}
+
+/* The words' header with lock-free changes on, page i's word, and this
+ * thread's stripe there; NULL: take the call. */
+static inline struct vrange_inline_words *
+__vrange_word(const struct vrange_region_inline *h, uint64_t i, char *tp,
+	     struct vrange_inline_word **w, int64_t **cnt)
+{
+	const struct vrange_inline_lib *lib = &h->lib;
+	uint32_t n = __atomic_load_n(&h->pw->npages, __ATOMIC_RELAXED), k;
+	struct vrange_inline_words *hd;
+	uint64_t me, slot;
+
+	if (i >= n)
+		return NULL;
+	hd = __atomic_load_n(&h->pw->hdr, __ATOMIC_ACQUIRE);
+	if (!hd || __atomic_load_n(&hd->fast_off, __ATOMIC_SEQ_CST))
+		return NULL;
+	/* The stripe this thread owns.  None: the call claims one if one is
+	 * free; else the shared stripe 0, by atomic add. */
+	me = *(uint64_t *)(void *)(tp + lib->tls_token);
+	k = *(uint32_t *)(void *)(tp + lib->tls_stripe);
+	if (!me)
+		return NULL;
+	if (k - 1 >= 3 || __atomic_load_n(&hd->owner[k], __ATOMIC_RELAXED) != me) {
+		for (k = 1; k < 4; k++) {
+			uint64_t o = __atomic_load_n(&hd->owner[k], __ATOMIC_RELAXED);
+
+			if (o == me)
+				break;
+			if (!o)
+				return NULL;
+		}
+		k &= 3;
+		*(uint32_t *)(void *)(tp + lib->tls_stripe) = k;
+	}
+	*cnt = &hd->stripe[k].vol;
+	/* Pages of each whole block of 64 spread over its eight line pairs. */
+	slot = i >= (n & ~63u) ? i : (i & ~63ull) | (i & 7) << 3 | (i >> 3 & 7);
+	*w = (struct vrange_inline_word *)(void *)((char *)hd - 32 * (size_t)n) + slot;
+	return hd;
+}
+
+/* A plain add where nobody else writes the stripe; in stripe 0, an atomic
+ * one. */
+__VRANGE_ALWAYS_INLINE void __vrange_count(struct vrange_inline_words *hd, int64_t *cnt,
+				 int64_t d)
+{
+	if (__builtin_expect(cnt != &hd->stripe[0].vol, 1))
+		__atomic_store_n(cnt, __atomic_load_n(cnt, __ATOMIC_RELAXED) + d,
+				 __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(cnt, d, __ATOMIC_RELAXED);
+}
+
+/* The mark of one page at cost c (0: the region's): 1 done, 0 take the
+ * call (which may redo it). */
+__VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, size_t off,
+				   size_t len, uint32_t c)
+{
+	const struct vrange_inline_lib *lib;
+	struct vrange_inline_words *hd;
+	struct vrange_inline_word *w;
+	struct vrange_inline_ts ts;
+	uint64_t now, floor, last, nt, ot, *tag, *age;
+	int64_t *cnt;
+	uint32_t cost, st;
+	char *tp;
+
+	if (!__vrange_one_page(h, off, len))
+		return 0;
+	lib = &h->lib;
+	if (lib->clock_gettime(VRANGE_INLINE_CLOCK, &ts) != 0)
+		return 0;
+	tp = __vrange_tp();
+	hd = __vrange_word(h, off >> h->page_shift, tp, &w, &cnt);
+	cost = c ? c : __atomic_load_n(&h->cost, __ATOMIC_RELAXED);
+	if (!hd || cost > 0xffffu)
+		return 0;
+	/* The age: later than the last barrier and than this thread's last. */
+	now = (uint64_t)ts.sec * 1000000000u + (uint64_t)ts.nsec;
+	floor = __atomic_load_n(lib->seq_floor, __ATOMIC_ACQUIRE);
+	if (now <= floor)
+		now = floor + 1;
+	age = (uint64_t *)(void *)(tp + lib->tls_seq);
+	last = *age;
+	*age = now = now > last ? now : last + 1;
+	nt = (uint64_t)(uint32_t)__atomic_load_n(&h->prio, __ATOMIC_RELAXED) |
+	     1ull << 32 | (uint64_t)(cost ? cost : 1) << 48;
+	tag = (uint64_t *)(void *)&w->prio;
+	/* The swap expects a word in no state, the pair's case, instead of
+	 * reading it first: a load of the line the last swap wrote would put
+	 * the two swaps of a pair in one chain.  A failed swap says what is
+	 * there.  Counted before the word turns volatile: a thread killed in
+	 * between leaves the count high (a scan for nothing), never low. */
+	ot = 0;
+	for (;;) {
+		st = (uint32_t)(ot >> 32) & 0xffffu;
+		if (st > 1)
+			return 0; /* purged: the call, under the lock */
+		if (!st)
+			__vrange_count(hd, cnt, 1);
+		VRANGE_INLINE_TEST_HOOK(0);
+		__atomic_store_n(&w->seq, now, __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(tag, &ot, nt, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			break;
+		if (!st)
+			__vrange_count(hd, cnt, -1);
+	}
+	if (__atomic_load_n(&hd->ord_built, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&hd->ord_stale, __ATOMIC_RELAXED))
+		__atomic_store_n(&hd->ord_stale, 1, __ATOMIC_RELAXED);
+	VRANGE_INLINE_TEST_HOOK(1);
+	/* Lock-free changes turned off meanwhile, or the pressure monitor
+	 * waiting for a mark: the call marks again and does the rest. */
+	return !__atomic_load_n(&hd->fast_off, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(lib->want_mark, __ATOMIC_RELAXED);
+}
+
+/* The unmark of one page: 1 it was volatile and never purged (INTACT),
+ * 0 take the call (which may redo it). */
+__VRANGE_ALWAYS_INLINE int __vrange_try_unmark(struct vrange_region_inline *h, size_t off,
+				     size_t len)
+{
+	struct vrange_inline_words *hd;
+	struct vrange_inline_word *w;
+	uint64_t ot, *tag;
+	int64_t *cnt;
+	uint32_t cost;
+
+	if (!__vrange_one_page(h, off, len))
+		return 0;
+	hd = __vrange_word(h, off >> h->page_shift, __vrange_tp(), &w, &cnt);
+	if (!hd)
+		return 0;
+	tag = (uint64_t *)(void *)&w->prio;
+	/* Expected: the word this region's mark makes (no load first, as in
+	 * the mark); a failed swap says what is there. */
+	cost = __atomic_load_n(&h->cost, __ATOMIC_RELAXED);
+	ot = (uint64_t)(uint32_t)__atomic_load_n(&h->prio, __ATOMIC_RELAXED) |
+	     1ull << 32 | (uint64_t)(cost ? cost : 1) << 48;
+	for (;;) {
+		VRANGE_INLINE_TEST_HOOK(0);
+		if (__atomic_compare_exchange_n(tag, &ot, 0, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			break;
+		if (((ot >> 32) & 0xffffu) != 1)
+			return 0; /* purged, or not volatile: the call says */
+	}
+	__vrange_count(hd, cnt, -1);
+	VRANGE_INLINE_TEST_HOOK(1);
+	return !__atomic_load_n(&hd->fast_off, __ATOMIC_SEQ_CST);
+}
+
+/* What vrange() needs of the library's part, asked once per file that
+ * includes this header: the offset of the thread's last hit (never 0
+ * once known: TLS lies below the thread pointer) and the table version's
+ * address.  A copy here spares a dependent load on the way to the word. */
+static intptr_t __vrange_hit_off __attribute__((unused));
+static const uint32_t *__vrange_table_ver __attribute__((unused));
+
+/* The region holding [addr, addr + len) as this thread's last vrange()
+ * found it, if the region table has not changed since (a lookup
+ * linearized at the version's load: the library's own vrange() does the
+ * same); NULL: take the call. */
+static inline struct vrange_region_inline *__vrange_hit(void *addr, size_t len,
+							 size_t *off)
+{
+	intptr_t at = __atomic_load_n(&__vrange_hit_off, __ATOMIC_ACQUIRE);
+	const struct vrange_inline_hit *hit;
+	struct vrange_inline_hit e;
+	uint32_t g;
+	size_t o;
+
+	if (__builtin_expect(!at, 0)) {
+		const struct vrange_inline_lib *lib = vrange_inline_lib();
+
+		if (__atomic_load_n(&lib->abi, __ATOMIC_RELAXED) != VRANGE_INLINE_ABI ||
+		    !lib->tls_hit)
+			return 0;
+		at = lib->tls_hit;
+		__atomic_store_n(&__vrange_table_ver, lib->table_ver, __ATOMIC_RELAXED);
+		__atomic_store_n(&__vrange_hit_off, at, __ATOMIC_RELEASE);
+	}
+	hit = (const struct vrange_inline_hit *)(void *)(__vrange_tp() + at);
+	/* gen odd: this thread rewrites it (we run in a signal handler). */
+	g = hit->gen;
+	__atomic_signal_fence(__ATOMIC_ACQUIRE);
+	e = *hit;
+	__atomic_signal_fence(__ATOMIC_ACQUIRE);
+	if ((g & 1) || !e.r || hit->gen != g ||
+	    __atomic_load_n(__atomic_load_n(&__vrange_table_ver, __ATOMIC_RELAXED),
+			    __ATOMIC_ACQUIRE) != e.ver)
+		return 0;
+	o = (size_t)((char *)addr - e.base);
+	if (o >= e.size || len > e.size - o)
+		return 0;
+	*off = o;
+	return e.r;
+}
+
+__VRANGE_ALWAYS_INLINE int __vrange_vrange(void *addr, size_t len, int mode,
+					    int *purged)
+{
+	struct vrange_region_inline *r;
+	size_t off;
+
+	if (len && addr && (mode == VRANGE_VOLATILE || mode == VRANGE_NONVOLATILE) &&
+	    (r = __vrange_hit(addr, len, &off)) != 0) {
+		if (mode == VRANGE_VOLATILE) {
+			if (__vrange_try_mark(r, off, len, 0))
+				return 0;
+		} else if (__vrange_try_unmark(r, off, len)) {
+			if (purged)
+				*purged = 0;
+			return 0;
+		}
+	}
+	return (vrange)(addr, len, mode, purged);
+}
+
+__VRANGE_ALWAYS_INLINE int __vrange_mark_volatile(vrange_region *r, size_t off,
+						   size_t len)
+{
+	return __vrange_try_mark((struct vrange_region_inline *)(void *)r, off, len, 0) ?
+		0 : (vrange_mark_volatile)(r, off, len);
+}
+
+__VRANGE_ALWAYS_INLINE int __vrange_mark_volatile_cost(vrange_region *r, size_t off,
+						       size_t len, uint32_t cost)
+{
+	/* A cost of 0 is the call's -EINVAL. */
+	return cost && __vrange_try_mark((struct vrange_region_inline *)(void *)r,
+					 off, len, cost) ?
+		0 : (vrange_mark_volatile_cost)(r, off, len, cost);
+}
+
+__VRANGE_ALWAYS_INLINE int __vrange_mark_nonvolatile(vrange_region *r, size_t off,
+						      size_t len)
+{
+	return __vrange_try_unmark((struct vrange_region_inline *)(void *)r, off, len) ?
+		VRANGE_INTACT : (vrange_mark_nonvolatile)(r, off, len);
+}
+
+/* The calls above, inline where they can be (VRANGE_NO_INLINE: never). */
+#define vrange_mark_volatile(r, off, len) __vrange_mark_volatile(r, off, len)
+#define vrange_mark_volatile_cost(r, off, len, cost) \
+	__vrange_mark_volatile_cost(r, off, len, cost)
+#define vrange_mark_nonvolatile(r, off, len) __vrange_mark_nonvolatile(r, off, len)
+#define vrange(addr, len, mode, purged) __vrange_vrange(addr, len, mode, purged)
+#endif /* VRANGE_INLINE */
+
 /** @} */
 
 /* ------------------------------------------------------------------------ */

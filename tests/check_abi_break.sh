@@ -7,7 +7,10 @@
 #     must fail (abidiff bit 4: a layout change, no symbol removed);
 #   a function dropped from the version script must fail (bit 8);
 #   a field appended at the end of struct vrange_stats must pass (the sized
-#     call: abi/libvrange.suppr).
+#     call: abi/libvrange.suppr);
+#   two members of one size swapped in struct vrange_region_inline, a
+#     layout the header's inline fast path reads, must fail (abidiff
+#     filters that out as harmless; scripts/abi-layout --fixed does not).
 # Exit 77 where check-abi cannot run (no abidiff, another architecture).
 set -eu
 src=$1 build=$2
@@ -46,17 +49,25 @@ sed -i '/^struct vrange_cache_stats {/a\	uint64_t inserted_by_test;' \
 copy appended
 sed -i '/^struct vrange_stats {/,/^};/s/^};/\tuint64_t appended_by_test;\n};/' \
 	"$tmp/appended/include/vrange.h"
+copy swapped
+sed -i '/int32_t prio;.*vrange_region_set_priority/{h;d}; /uint32_t cost;.*vrange_region_set_cost/G' \
+	"$tmp/swapped/include/vrange.h"
 grep -q inserted_by_test "$tmp/inserted/include/vrange.h"
 grep -q appended_by_test "$tmp/appended/include/vrange.h"
+grep -A1 'uint32_t cost;.*vrange_region_set_cost' "$tmp/swapped/include/vrange.h" |
+	grep -q 'int32_t prio;'
 
 # Two at a time: the machine has two cores and other work.
 objects base & p1=$!
 objects inserted & p2=$!
 wait $p1 && wait $p2
-objects appended
+objects appended & p1=$!
+objects swapped & p2=$!
+wait $p1 && wait $p2
 link base
 link inserted
 link appended
+link swapped
 sed '/^[[:space:]]*vrange_region_size;/d' "$tmp/base/src/libvrange.map" \
 	>"$tmp/removed.map"
 mkdir -p "$tmp/removed"
@@ -86,4 +97,5 @@ expect base 0 "the unchanged library"
 expect inserted 1 "a field inserted inside struct vrange_cache_stats"
 expect removed 1 "vrange_region_size dropped from the version script"
 expect appended 0 "a field appended to struct vrange_stats"
+expect swapped 1 "prio and cost swapped in struct vrange_region_inline"
 exit $status

@@ -71,6 +71,110 @@ static int choose_access(unsigned int flags, unsigned int *access)
 	return 0;
 }
 
+/*
+ * The inline fast path of the public header (docs/abi.md, "The inline fast
+ * path") reads the library's memory through the structs vrange.h declares:
+ * they must be the library's own layouts.
+ */
+_Static_assert(sizeof(struct vrange_inline_word) == sizeof(struct pw_word) &&
+	       offsetof(struct vrange_inline_word, seq) == offsetof(struct pw_word, seq) &&
+	       offsetof(struct vrange_inline_word, prio) == offsetof(struct pw_word, prio) &&
+	       offsetof(struct vrange_inline_word, state) == offsetof(struct pw_word, state) &&
+	       offsetof(struct vrange_inline_word, cost) == offsetof(struct pw_word, cost),
+	       "the inline word");
+_Static_assert(offsetof(struct vrange_inline_words, ord_built) == offsetof(struct pw_hdr, ord_built) &&
+	       offsetof(struct vrange_inline_words, ord_stale) == offsetof(struct pw_hdr, ord_stale) &&
+	       offsetof(struct vrange_inline_words, fast_off) == offsetof(struct pw_hdr, fast_off) &&
+	       offsetof(struct vrange_inline_words, owner) == offsetof(struct pw_hdr, owner) &&
+	       sizeof(((struct pw_hdr *)0)->owner) == sizeof(((struct vrange_inline_words *)0)->owner) &&
+	       offsetof(struct vrange_inline_words, stripe) == PW_STRIPES_AT &&
+	       sizeof(struct vrange_inline_words) == PW_HDR_BYTES &&
+	       sizeof(struct vrange_inline_stripe) == sizeof(struct pw_stripe) &&
+	       offsetof(struct pw_stripe, vol) == 0 &&
+	       PW_STRIPES == 4 && PW_RT_VOLATILE == 1 && PW_COST_MAX == 0xffff,
+	       "the inline words' header");
+_Static_assert(offsetof(struct vrange_inline_pw, hdr) == offsetof(struct pw, h) &&
+	       offsetof(struct vrange_inline_pw, npages) == offsetof(struct pw, n) &&
+	       sizeof(((struct pw *)0)->n) == sizeof(uint32_t),
+	       "the inline view of the words");
+_Static_assert(sizeof(struct vrange_inline_hit) == sizeof(struct region_last_hit) &&
+	       offsetof(struct vrange_inline_hit, ver) == offsetof(struct region_last_hit, ver) &&
+	       offsetof(struct vrange_inline_hit, base) == offsetof(struct region_last_hit, e.base) &&
+	       offsetof(struct vrange_inline_hit, size) == offsetof(struct region_last_hit, e.size) &&
+	       offsetof(struct vrange_inline_hit, r) == offsetof(struct region_last_hit, e.r),
+	       "the inline last hit");
+_Static_assert(offsetof(struct vrange_region, in) == 0, "the handle's head");
+_Static_assert(sizeof(struct timespec) == sizeof(struct vrange_inline_ts) &&
+	       offsetof(struct timespec, tv_nsec) == offsetof(struct vrange_inline_ts, nsec) &&
+	       sizeof(clockid_t) == sizeof(int) &&
+	       CLOCK_MONOTONIC_COARSE == VRANGE_INLINE_CLOCK, "the inline clock");
+
+static struct vrange_inline_lib inline_lib;
+
+#if PW_LOCK_FREE
+#include <cpuid.h>
+
+static char *thread_pointer(void)
+{
+	char *tp;
+
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return tp;
+}
+
+/*
+ * The library's part of the inline path, filled when the library is
+ * loaded, so that vrange_inline_lib() is one load - async-signal-safe, as
+ * the inline vrange() that asks for it must be - and reads no environment
+ * (that waits for the first call, vr_init_basic).  VRANGE_INLINE_ABI
+ * where single pages change lock-free (x86-64 with cmpxchg16b, the gate
+ * of pw_have_cas16, asked here again: the order of constructors is not
+ * known).  TLS offsets from the thread pointer: every variable is
+ * initial-exec, so one offset for every thread.  The clock is libc's
+ * here; a region's copy takes the vDSO's (inline_head).
+ */
+__attribute__((constructor)) static void inline_setup(void)
+{
+	unsigned int a, b, c, d;
+	char *tp = thread_pointer();
+
+	/* The header's own spelling of the type (a static assert above). */
+	inline_lib.clock_gettime = (int (*)(int, struct vrange_inline_ts *))(void (*)(void))
+		clock_gettime;
+	inline_lib.seq_floor = (const uint64_t *)(const void *)&vr_seq_floor;
+	inline_lib.want_mark = (const unsigned char *)(const void *)&pressure_want_mark;
+	inline_lib.table_ver = (const uint32_t *)(const void *)&region_table_seq.seq;
+	inline_lib.tls_seq = (char *)&vr_seq_last - tp;
+	inline_lib.tls_token = (char *)&pw_my_token - tp;
+	inline_lib.tls_stripe = (char *)&pw_my_stripe - tp;
+	inline_lib.tls_hit = (char *)&region_last_hit - tp;
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_CMPXCHG16B) && sizeof(bool) == 1)
+		inline_lib.abi = VRANGE_INLINE_ABI;
+}
+#endif
+
+const struct vrange_inline_lib *vrange_inline_lib(void)
+{
+	return &inline_lib;
+}
+
+/* The head of a region wired up (after vr_init): its layout for the
+ * header's inline path, and VRANGE_INLINE_ABI where that path runs - the
+ * file keeps page words, which it never gives up (a library file's size
+ * is fixed), or has none (npages 0: the call).  The clock of the marks'
+ * ages is the vDSO's where vr_init found it. */
+static void inline_head(struct vrange_region *r)
+{
+	r->in.page_shift = vr_page_shift;
+	r->in.size = r->map.size;
+	r->in.pw = (const struct vrange_inline_pw *)(const void *)&r->file->tree.pw;
+	r->in.lib = inline_lib;
+	if (vr_vdso_gettime)
+		r->in.lib.clock_gettime = (int (*)(int, struct vrange_inline_ts *))
+			(void (*)(void))vr_vdso_gettime;
+	r->in.abi = inline_lib.abi;
+}
+
 /* Wire up a region on fd (mapped at base, size bytes) whose file's state
  * is f (a reference the region now owns).  Consumes fd on success. */
 static int region_wire(int fd, void *base, size_t size, struct vfile *f,
@@ -90,6 +194,7 @@ static int region_wire(int fd, void *base, size_t size, struct vfile *f,
 	if (r->map.sigbus)
 		sigbus_fixup_install();
 	r->map.region = r;
+	inline_head(r);
 	vfile_add_map(r->file, &r->map);
 	/* Before anybody can touch it (not returned, not in the table): from
 	 * now on pages purged by any process signal here.  A mapping the
@@ -295,7 +400,7 @@ int vrange_region_set_priority(vrange_region *r, int priority)
 {
 	if (!r)
 		return -EINVAL;
-	atomic_store(&r->prio, priority);
+	__atomic_store_n(&r->in.prio, priority, __ATOMIC_SEQ_CST);
 	return 0;
 }
 
@@ -303,7 +408,7 @@ int vrange_region_set_cost(vrange_region *r, uint32_t cost)
 {
 	if (!r || !cost)
 		return -EINVAL;
-	atomic_store_explicit(&r->cost, cost, memory_order_relaxed);
+	__atomic_store_n(&r->in.cost, cost, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -332,12 +437,12 @@ static inline int mark_at(vrange_region *r, size_t off, size_t len,
 	if (ret <= 0)
 		return ret;
 	if (!cost) {
-		cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
+		cost = region_cost(r);
 		if (!cost)
 			cost = 1;
 	}
 	return vfile_mark_volatile_at(r->file, start, end,
-				      atomic_load(&r->prio), seq, cost);
+				      region_prio(r), seq, cost);
 }
 
 int region_mark_volatile_at(vrange_region *r, size_t off, size_t len,

@@ -11,12 +11,14 @@
 #include "vrange.h"
 
 struct vrange_region {
+	/* First: the header's inline fast path reads it through the handle
+	 * (docs/abi.md, "The inline fast path").  Its prio and cost are the
+	 * region's (vrange_region_set_priority/_cost), read atomically. */
+	struct vrange_region_inline in;
 	struct vfile *file;
 	struct vmap map;            /* base, size, SIGBUS flag; on file->maps */
 	int fd;                     /* the region's own descriptor */
 	unsigned int access;        /* VRANGE_ACCESS_ZERO or _SIGBUS */
-	_Atomic int prio;
-	_Atomic uint32_t cost; /* of plain marks; 0 = the default, 1 */
 	vrange_refill_fn refill;    /* guarded by file->lock */
 	void *refill_arg;
 };
@@ -42,6 +44,17 @@ static inline bool one_page(const struct vrange_region *r, size_t off, size_t le
 				off < r->map.size, 1);
 }
 
+/* The region's priority and the cost of its plain marks (0: 1). */
+static inline int32_t region_prio(const struct vrange_region *r)
+{
+	return __atomic_load_n(&r->in.prio, __ATOMIC_RELAXED);
+}
+
+static inline uint32_t region_cost(const struct vrange_region *r)
+{
+	return __atomic_load_n(&r->in.cost, __ATOMIC_RELAXED);
+}
+
 static inline bool region_fast_vol(struct vrange_region *r, size_t off, size_t len)
 {
 	uint32_t cost;
@@ -51,9 +64,8 @@ static inline bool region_fast_vol(struct vrange_region *r, size_t off, size_t l
 		return false;
 	/* The stamp first: across the clock's call only r and off live. */
 	seq = vr_next_seq_inline();
-	cost = atomic_load_explicit(&r->cost, memory_order_relaxed);
-	if (!vfile_fast_mark(r->file, off >> vr_page_shift,
-			     atomic_load_explicit(&r->prio, memory_order_relaxed),
+	cost = region_cost(r);
+	if (!vfile_fast_mark(r->file, off >> vr_page_shift, region_prio(r),
 			     cost ? cost : 1, seq))
 		return false;
 	pressure_note_mark();

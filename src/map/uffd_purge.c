@@ -797,7 +797,7 @@ static void serve_refill(struct uffd_armed *a, struct vrange_region *r,
 			 * mark_nonvolatile says PURGED, never a false INTACT.
 			 */
 			rt_unpurge(&a->f->tree, pg, pg + 1,
-				   atomic_load(&r->prio), vr_next_seq(), NULL);
+				   region_prio(r), vr_next_seq(), NULL);
 			purge_note_refill(1);
 		} else {
 			/* Filled by some other way (-EEXIST). */
