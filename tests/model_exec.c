@@ -73,14 +73,14 @@ void model_exec_addr_history(uintptr_t a, uintptr_t b, FILE *out)
 {
 	uint64_t first = addr_logged > ADDR_LOG ? addr_logged - ADDR_LOG : 0;
 
-	fprintf(out, "  this process's mappings that overlapped [%#lx, %#lx) "
+	fprintf(out, "  this process's mappings at or next to [%#lx, %#lx) "
 		"(operation count %" PRIu64 " now; M map, U unmap, R region, "
 		"B bad-mapping probe, H hole filled by something else):\n",
 		(unsigned long)a, (unsigned long)b, exec_count);
 	for (uint64_t i = first; i < addr_logged; i++) {
 		const struct addr_event *e = &addr_log[i % ADDR_LOG];
 
-		if (e->a < b && a < e->b)
+		if (e->a <= b && a <= e->b) /* overlapping or adjacent */
 			fprintf(out, "    %c [%#lx, %#lx) at %" PRIu64 "\n", e->what,
 				(unsigned long)e->a, (unsigned long)e->b, e->at);
 	}
