@@ -2243,10 +2243,10 @@ static void no_uffd_no_reuse(void)
  * A soak's memory cgroup (v1 or v2, limited far above what it uses): its
  * monitors then watch that cgroup's usage, not the machine's pressure,
  * so another program's memory pressure does not make them purge what the
- * model does not know of (a soak beside the pressure tests found six such
- * "purges no purge could have reached").  Made before the namespaces,
- * entered in them, removed by the process left outside; none where no
- * hierarchy can be written (said on stderr).
+ * model does not know of (two soaks beside the pressure tests and the
+ * demo met twelve "purges no purge could have reached").  Made before
+ * the namespaces, entered in them, removed by the process left outside;
+ * none where no hierarchy can be written (said on stderr).
  */
 static void soak_cgroup_make(char *dir, size_t n)
 {
