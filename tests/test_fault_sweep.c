@@ -209,12 +209,15 @@ static enum look look_at(const unsigned char *p, unsigned char v, unsigned char 
 
 		if (c == first)
 			continue;
-		if (alt && first == v && c == alt)
+		if (alt && first == v && c == alt) {
 			refilled = true;
-		else if (c != 0 && first != 0)
-			torn = refilled = true; /* foreign bytes: L_OTHER below */
-		else
+		} else if (c != 0 && first != 0) {
+			probing = 0;
+			*seen = first;
+			return L_OTHER; /* foreign bytes */
+		} else {
 			torn = true; /* data and zeros: punched while being read */
+		}
 	}
 	probing = 0;
 	*seen = refilled && !torn ? alt : first;
