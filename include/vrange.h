@@ -358,6 +358,15 @@ __VRANGE_ALWAYS_INLINE void __vrange_count(struct vrange_inline_words *hd, int64
 		__atomic_fetch_add(cnt, d, __ATOMIC_RELAXED);
 }
 
+/* The tag of a word this region's mark makes volatile at cost (0: 1):
+ * {prio, state 1, cost}, as the swaps write and expect it. */
+__VRANGE_ALWAYS_INLINE uint64_t __vrange_volatile_tag(const struct vrange_region_inline *h,
+						   uint32_t cost)
+{
+	return (uint64_t)(uint32_t)__atomic_load_n(&h->prio, __ATOMIC_RELAXED) |
+	       1ull << 32 | (uint64_t)(cost ? cost : 1) << 48;
+}
+
 /* The mark of one page at cost c (0: the region's): 1 done, 0 take the
  * call (which may redo it). */
 __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, size_t off,
@@ -390,8 +399,7 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, siz
 	age = (uint64_t *)(void *)(tp + lib->tls_seq);
 	last = *age;
 	*age = now = now > last ? now : last + 1;
-	nt = (uint64_t)(uint32_t)__atomic_load_n(&h->prio, __ATOMIC_RELAXED) |
-	     1ull << 32 | (uint64_t)(cost ? cost : 1) << 48;
+	nt = __vrange_volatile_tag(h, cost);
 	tag = (uint64_t *)(void *)&w->prio;
 	/* The swap expects a word in no state, the pair's case, instead of
 	 * reading it first: a load of the line the last swap wrote would put
@@ -432,7 +440,6 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_unmark(struct vrange_region_inline *h, s
 	struct vrange_inline_word *w;
 	uint64_t ot, *tag;
 	int64_t *cnt;
-	uint32_t cost;
 
 	if (!__vrange_one_page(h, off, len))
 		return 0;
@@ -442,9 +449,7 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_unmark(struct vrange_region_inline *h, s
 	tag = (uint64_t *)(void *)&w->prio;
 	/* Expected: the word this region's mark makes (no load first, as in
 	 * the mark); a failed swap says what is there. */
-	cost = __atomic_load_n(&h->cost, __ATOMIC_RELAXED);
-	ot = (uint64_t)(uint32_t)__atomic_load_n(&h->prio, __ATOMIC_RELAXED) |
-	     1ull << 32 | (uint64_t)(cost ? cost : 1) << 48;
+	ot = __vrange_volatile_tag(h, __atomic_load_n(&h->cost, __ATOMIC_RELAXED));
 	for (;;) {
 		VRANGE_INLINE_TEST_HOOK(0);
 		if (__atomic_compare_exchange_n(tag, &ot, 0, 0, __ATOMIC_SEQ_CST,
