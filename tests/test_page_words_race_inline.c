@@ -27,9 +27,14 @@
  *  - a mark at a cost of its own inline (an unmark finds the word whose
  *    cost it did not expect), and one dearer than a word holds: the call;
  *  - a head without VRANGE_INLINE_ABI (a later library's layout): the
- *    inline code calls, and the calls still work.
+ *    inline code calls, and the calls still work;
+ *  - two threads pairing on neighbouring pages of a SIGBUS-mode region
+ *    while this one purges it: INTACT only over every byte, the counts
+ *    exact at the end.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -356,6 +361,96 @@ START_TEST(costed_mark_inline)
 }
 END_TEST
 
+/*
+ * Two threads, each marking and unmarking its own page of a SIGBUS-mode
+ * region (neighbours: their words share a line pair's block), inline,
+ * while this thread purges the region again and again.  An unmark's
+ * INTACT means the page kept every byte; PURGED, that it reads zeros
+ * (and is written again).  The pages are never touched while volatile.
+ * At the end nothing is volatile: the threads' stripe counts are exact.
+ */
+static _Atomic int neighbours_done;
+
+struct neighbour {
+	vrange_region *r;
+	char *page;
+	unsigned char byte;
+	unsigned long rounds, intact, purged, bad;
+};
+
+static void *neighbour_main(void *arg)
+{
+	struct neighbour *n = arg;
+
+	for (unsigned long i = 0; i < n->rounds; i++) {
+		size_t off = (size_t)(n->page - (char *)vrange_region_base(n->r));
+		int r;
+
+		if (vrange_mark_volatile(n->r, off, ps) != 0) {
+			n->bad++;
+			continue;
+		}
+		/* Volatile a while, so that purges land between the two. */
+		for (volatile int k = 0; k < 200; k++)
+			;
+		r = vrange_mark_nonvolatile(n->r, off, ps);
+		if (r == VRANGE_INTACT) {
+			n->intact++;
+			for (size_t b = 0; b < ps; b++)
+				n->bad += n->page[b] != (char)n->byte;
+		} else if (r == VRANGE_PURGED) {
+			n->purged++;
+			for (size_t b = 0; b < ps; b++)
+				n->bad += n->page[b] != 0;
+			memset(n->page, n->byte, ps);
+		} else {
+			n->bad++;
+		}
+	}
+	neighbours_done++;
+	return NULL;
+}
+
+START_TEST(neighbour_threads_against_purges)
+{
+	unsigned long rounds = getenv("VRANGE_TEST_QUICK") ? 2000 : 50000;
+	struct neighbour nb[2];
+	pthread_t t[2];
+	vrange_region *r;
+	char *p;
+	int rc;
+
+	if (!inline_here())
+		return;
+	rc = vrange_region_create("neighbours", 2 * ps, VRANGE_ACCESS_SIGBUS, &r);
+	if (rc == -EOPNOTSUPP)
+		rc = vrange_region_create("neighbours", 2 * ps, VRANGE_ACCESS_ZERO, &r);
+	ck_assert_int_eq(rc, 0);
+	p = vrange_region_base(r);
+	neighbours_done = 0;
+	for (int i = 0; i < 2; i++) {
+		nb[i] = (struct neighbour){ r, p + (size_t)i * ps, (unsigned char)(0x31 + i),
+					    rounds, 0, 0, 0 };
+		memset(nb[i].page, nb[i].byte, ps);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, neighbour_main, &nb[i]), 0);
+	}
+	/* Purge until both threads are through. */
+	while (neighbours_done < 2)
+		vrange_region_purge(r);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		fprintf(stderr, "neighbour %d: %lu pairs, %lu intact, %lu purged\n", i,
+			nb[i].rounds, nb[i].intact, nb[i].purged);
+		ck_assert_uint_eq(nb[i].bad, 0);
+		ck_assert_uint_eq(nb[i].intact + nb[i].purged, rounds);
+		ck_assert_int_eq(vrange_is_volatile(r, (size_t)i * ps, ps), 0);
+	}
+	ck_assert_uint_eq(volatile_pages(), 0);
+	vrange_region_destroy(r);
+}
+END_TEST
+
 START_TEST(head_of_another_layout)
 {
 	if (!inline_here())
@@ -399,6 +494,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, vrange_inline_through_the_last_hit);
 	tcase_add_test(tc, costed_mark_inline);
 	tcase_add_test(tc, head_of_another_layout);
+	tcase_add_test(tc, neighbour_threads_against_purges);
 #endif
 	suite_add_tcase(s, tc);
 	return s;
