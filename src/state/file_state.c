@@ -1816,14 +1816,15 @@ size_t vfile_disk_fs(struct vfile_disk_fs *out, size_t max)
 	pthread_mutex_lock(&registry_lock);
 	for (struct vfile *f = registry; f; f = f->next) {
 		struct statfs sfs;
-		/* A state that cannot be looked at now (its lock held past the
-		 * timeout) still counts: the reserve worker, told of no file
-		 * system, would sleep until the next mark. */
-		uint64_t vol = 1;
+		uint64_t vol = 0;
 		size_t i;
 
 		if (!f->disk || f->dormant || f->inherited || f->disk_refused)
 			continue;
+		/* A state that cannot be looked at now (its lock held past the
+		 * timeout) still counts: the reserve worker, told of no file
+		 * system, would sleep until the next mark. */
+		vol = 1;
 		if (vfile_lock(f) == 0) {
 			vol = rt_volatile_pages(&f->tree);
 			vfile_unlock(f);
