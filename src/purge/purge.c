@@ -80,21 +80,14 @@ static void sift_down(struct purge_cand *h, size_t n, size_t i)
 	}
 }
 
-/* The top file out of the heap. */
-static void drop_top(struct purge_cand *h, size_t *n)
-{
-	vfile_put(h[0].f);
-	h[0] = h[--*n];
-	sift_down(h, *n, 0);
-}
-
 /* After the top file's step: its new oldest range, or out of the heap. */
 static void rekey_top(struct purge_cand *h, size_t *n, uint64_t pass_start)
 {
-	if (vfile_peek_oldest(h[0].f, pass_start, &h[0].oldest) <= 0)
-		drop_top(h, n);
-	else
-		sift_down(h, *n, 0);
+	if (vfile_peek_oldest(h[0].f, pass_start, &h[0].oldest) <= 0) {
+		vfile_put(h[0].f);
+		h[0] = h[--*n];
+	}
+	sift_down(h, *n, 0);
 }
 
 /* The limit a step on the top file must stay within: the pass's start and
@@ -186,12 +179,6 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, bool skip_disk,
 		}
 		if (step)
 			step(h[0].f, freed - before, arg);
-		if (r == -ENOSPC || r == -EDQUOT) {
-			/* A disk file with no room for its record now: the
-			 * pass goes on without it (the next one tries it). */
-			drop_top(h, &n);
-			continue;
-		}
 		if (r < 0)
 			break;
 		rekey_top(h, &n, pass_start);

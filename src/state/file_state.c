@@ -1509,9 +1509,7 @@ static void punch_batch(struct vfile *f, struct batch *b)
  * (disk_file.h).  Where the record cannot take it, the runs go back to
  * volatile with their own ages (nothing was punched, nothing is reported
  * purged) and the file is never punched again: -EOPNOTSUPP, and the reason
- * stays in disk_refused for the stats.  No room for the attribute
- * (-ENOSPC, -EDQUOT) is the exception: the pass goes on without the file
- * (purge.c) and the next one tries it again.
+ * stays in disk_refused for the stats.
  */
 static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 {
@@ -1525,16 +1523,6 @@ static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 			vr_debug("disk file %lu: pages left recorded purged",
 				 (unsigned long)f->ino);
 		*pages -= b->end[i] - b->start[i];
-	}
-	/* A full file system (or quota) is no refusal: it is what the
-	 * reserve exists for, and the next pass tries again - by then the
-	 * root reserve, a writer's fsync or a delete may have made room for
-	 * the attribute.  Refused for good, the file would never give its
-	 * space back again. */
-	if (r == -ENOSPC || r == -EDQUOT) {
-		vr_debug("disk file %lu: no room for its record now (%s)",
-			 (unsigned long)f->ino, strerror(-r));
-		return r;
 	}
 	f->disk_refused = r == -E2BIG ? record_full :
 			  r == -EIO ? "its record could not be made durable" :
@@ -1819,16 +1807,11 @@ size_t vfile_disk_fs(struct vfile_disk_fs *out, size_t max)
 		uint64_t vol = 0;
 		size_t i;
 
-		if (!f->disk || f->dormant || f->inherited || f->disk_refused)
+		if (!f->disk || f->dormant || f->inherited || f->disk_refused ||
+		    vfile_lock(f) < 0)
 			continue;
-		/* A state that cannot be looked at now (its lock held past the
-		 * timeout) still counts: the reserve worker, told of no file
-		 * system, would sleep until the next mark. */
-		vol = 1;
-		if (vfile_lock(f) == 0) {
-			vol = rt_volatile_pages(&f->tree);
-			vfile_unlock(f);
-		}
+		vol = rt_volatile_pages(&f->tree);
+		vfile_unlock(f);
 		if (!vol)
 			continue;
 		for (i = 0; i < n && out[i].dev != f->dev; i++)
