@@ -999,6 +999,44 @@ START_TEST(forget_through_other_fd)
 }
 END_TEST
 
+/*
+ * Hundreds of files at once, each found again by its descriptor: the file
+ * layer's index (by device and inode) grows past its first table three
+ * times, loses every other file, and still finds each of the rest - and
+ * only those.  400 files: the library keeps a descriptor of each, under a
+ * limit of 1024.
+ */
+START_TEST(many_files_each_found)
+{
+	enum { N = 400 };
+	static int fds[N];
+
+	for (int i = 0; i < N; i++) {
+		fds[i] = make_memfd(1);
+		ck_assert_int_eq(vrange_fd_mark_volatile(fds[i], 0, (off_t)ps), 0);
+	}
+	ck_assert_uint_eq(stats().files, N);
+	for (int i = 0; i < N; i += 2) {
+		ck_assert_int_eq(vrange_fd_forget(fds[i]), 0);
+		ck_assert_int_eq(is_vol(fds[i], 0), 0);
+	}
+	ck_assert_uint_eq(stats().files, N / 2);
+	for (int i = 1; i < N; i += 2)
+		ck_assert_msg(is_vol(fds[i], 0) == 1, "file %d lost", i);
+	/* Purged through the index: each kept file answers PURGED. */
+	ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(N / 2 * ps));
+	for (int i = 0; i < N; i++) {
+		int want = i % 2 ? VRANGE_PURGED : VRANGE_INTACT;
+
+		ck_assert_msg(vrange_fd_mark_nonvolatile(fds[i], 0, (off_t)ps) == want,
+			      "file %d", i);
+		ck_assert_int_eq(vrange_fd_forget(fds[i]), i % 2 ? 0 : -ENOENT);
+		close(fds[i]);
+	}
+	ck_assert_uint_eq(stats().files, 0);
+}
+END_TEST
+
 /* ---- stats --------------------------------------------------------------- */
 
 START_TEST(stats_counts)
@@ -1120,6 +1158,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, forget_rules);
 	tcase_add_test(tc, forget_drops_purged);
 	tcase_add_test(tc, forget_through_other_fd);
+	tcase_add_test(tc, many_files_each_found);
 	tcase_add_test(tc, query_leaves_no_state); /* known failing, see above */
 	suite_add_tcase(s, tc);
 

@@ -29,6 +29,7 @@
 #include "any_mapping.h"
 #include "app_map_faults.h"
 #include "disk_file.h"
+#include "file_index.h"
 #include "file_state.h"
 #include "pressure.h"
 #include "publish.h"
@@ -274,6 +275,7 @@ fail:
 /* Registry lock held. */
 static void registry_push(struct vfile *f)
 {
+	findex_add(f);
 	f->prev = NULL;
 	f->next = registry;
 	if (registry)
@@ -444,10 +446,7 @@ void vfile_share_all_states(void)
 
 static struct vfile *lookup_locked(dev_t dev, ino_t ino)
 {
-	for (struct vfile *f = registry; f; f = f->next)
-		if (f->dev == dev && f->ino == ino && !f->anon && !f->dormant)
-			return f;
-	return NULL;
+	return findex_find(dev, ino, false);
 }
 
 struct vfile *vfile_new_anon(void)
@@ -511,6 +510,7 @@ struct vfile *vfile_find(dev_t dev, ino_t ino, int fd)
 /* O(1) both ways: a process may hold 100,000 regions. */
 static void registry_unlink(struct vfile *f)
 {
+	findex_del(f);
 	if (f->prev)
 		f->prev->next = f->next;
 	else if (registry == f)
@@ -677,9 +677,7 @@ static struct vfile *revive(int fd, const struct stat *st, struct vfile **dead)
 	int nfd;
 
 	watch_drain(dead);
-	for (f = registry; f; f = f->next)
-		if (f->dormant && f->dev == st->st_dev && f->ino == st->st_ino)
-			break;
+	f = findex_find(st->st_dev, st->st_ino, true);
 	if (!f)
 		return NULL;
 	if (!same_file(f, fd)) {
@@ -705,8 +703,7 @@ bool vfile_dormant_known(dev_t dev, ino_t ino)
 	bool found = false;
 
 	pthread_mutex_lock(&registry_lock);
-	for (struct vfile *f = registry; f && !found; f = f->next)
-		found = f->dormant && f->dev == dev && f->ino == ino;
+	found = findex_find(dev, ino, true) != NULL;
 	pthread_mutex_unlock(&registry_lock);
 	return found;
 }
@@ -940,6 +937,21 @@ static bool keep_orphan(struct vfile *f, struct held_set *h)
 	return true;
 }
 
+/* Drop a reference that is not the last one, without the registry lock
+ * (the file layer takes and drops one per call); false: it may be the
+ * last, which goes under the lock - there no lookup can take a new one
+ * while the file's fate is decided.  References are only taken under the
+ * lock, so one seen above 1 here cannot reach 0 but by a put. */
+static bool drop_not_last(struct vfile *f)
+{
+	unsigned int n = atomic_load_explicit(&f->refs, memory_order_relaxed);
+
+	while (n > 1)
+		if (atomic_compare_exchange_weak(&f->refs, &n, n - 1))
+			return true;
+	return false;
+}
+
 void vfile_put(struct vfile *f)
 {
 	struct vfile *dead = NULL;
@@ -947,6 +959,8 @@ void vfile_put(struct vfile *f)
 	bool keep;
 
 	if (!f)
+		return;
+	if (drop_not_last(f))
 		return;
 	pthread_mutex_lock(&registry_lock);
 	if (atomic_fetch_sub(&f->refs, 1) > 1) {
@@ -1917,6 +1931,11 @@ int vfile_attach_fd_layer(struct vfile *f)
 {
 	bool changed = false;
 
+	/* Attached already (every call after the first): no lock.  A forget
+	 * racing this call is ordered as it is with the lock: it may come
+	 * after the lookup and before the mark either way. */
+	if (atomic_load_explicit(&f->fd_layer, memory_order_relaxed))
+		return 0;
 	pthread_mutex_lock(&registry_lock);
 	if (!f->fd_layer) {
 		/* The file layer's own reference, dropped by vfile_forget(). */

@@ -57,6 +57,9 @@ struct vmap {
 struct vfile {
 	struct vfile *next;       /* registry list, under the registry lock */
 	struct vfile *prev;
+	struct vfile *hnext;      /* its chain in the index (file_index.h) */
+	struct vfile *hprev;
+	bool indexed;             /* in the index (not anonymous) */
 	dev_t dev;
 	ino_t ino;
 	int fd;                   /* our own O_RDWR descriptor, for punching */
@@ -84,7 +87,8 @@ struct vfile {
 	 * when a dormant state is met again; 0/0 unknown. */
 	int64_t btime_sec;
 	uint32_t btime_nsec;
-	bool fd_layer;            /* the file layer holds a reference */
+	_Atomic bool fd_layer;    /* the file layer holds a reference (set and
+				   * cleared under the registry lock) */
 	pthread_mutex_t lock;     /* the mapping list (with the tree lock) */
 	struct shared_lock tree_lock; /* the tree of a foreign file */
 	struct rt_tree tree;      /* guarded by vfile_lock() */
