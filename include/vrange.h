@@ -169,8 +169,8 @@ int vrange_region_set_refill(vrange_region *r, vrange_refill_fn fn, void *arg);
  * for a program to touch.
  */
 
-/** The layout the inline fast path of this header knows ("vrI1"). */
-#define VRANGE_INLINE_ABI 0x31497276u
+/** The layout the inline fast path of this header knows ("vrI2"). */
+#define VRANGE_INLINE_ABI 0x32497276u
 
 /** A page's state word: its tag (prio, state, cost: the last 8 bytes)
  * changes by one 8-byte compare-and-swap; seq is the age of a volatile
@@ -229,6 +229,25 @@ struct vrange_inline_ts {
 /** CLOCK_MONOTONIC_COARSE of Linux. */
 #define VRANGE_INLINE_CLOCK 6
 
+/** The mark clock's line: the barrier floor, and the coarse time the
+ * library's ticker (its monitor thread) keeps while marks are made, so
+ * that a mark need not read the clock. */
+struct vrange_inline_clock {
+	uint64_t floor;  /**< every age is above it */
+	uint64_t now;    /**< VRANGE_INLINE_CLOCK's time at the last tick */
+	uint32_t state;  /**< VRANGE_INLINE_TICK_* */
+	uint32_t pad;
+};
+
+/** No ticker: a mark reads the clock. */
+#define VRANGE_INLINE_TICK_SELF 0
+/** The ticker sleeps: a mark takes the call, which wakes it. */
+#define VRANGE_INLINE_TICK_IDLE 1
+/** Ticking: a mark takes now. */
+#define VRANGE_INLINE_TICK_MARKED 2
+/** Ticking, no mark since the last tick: a mark makes it MARKED first. */
+#define VRANGE_INLINE_TICK_ARMED 3
+
 /** What the inline path needs of the library as a whole. */
 struct vrange_inline_lib {
 	uint32_t abi;        /**< VRANGE_INLINE_ABI, else vrange() takes the call */
@@ -236,7 +255,7 @@ struct vrange_inline_lib {
 	/** clock_gettime(2), the vDSO's where the library found it: the
 	 * ages are of VRANGE_INLINE_CLOCK */
 	int (*clock_gettime)(int, struct vrange_inline_ts *);
-	const uint64_t *seq_floor;       /**< every age is above it */
+	struct vrange_inline_clock *clock_line; /**< the floor and the tick */
 	const unsigned char *want_mark;  /**< nonzero: a mark takes the call */
 	const uint32_t *table_ver;       /**< the region table's version */
 	/** The calling thread's blocks, as offsets from its thread pointer
@@ -367,6 +386,32 @@ __VRANGE_ALWAYS_INLINE uint64_t __vrange_volatile_tag(const struct vrange_region
 	       1ull << 32 | (uint64_t)(cost ? cost : 1) << 48;
 }
 
+/* The time a mark's age starts from, as the library's own stamp takes it
+ * (mark_clock.h): the tick's while the library's ticker runs - no clock
+ * read - else the clock's, and the clock's on every 256th mark of a thread
+ * in any case.  0: the ticker sleeps; take the call, which wakes it. */
+__VRANGE_ALWAYS_INLINE int __vrange_mark_time(const struct vrange_inline_lib *lib,
+					       uint64_t last, uint64_t *now)
+{
+	struct vrange_inline_clock *ck = lib->clock_line;
+	uint32_t st = __atomic_load_n(&ck->state, __ATOMIC_RELAXED);
+	struct vrange_inline_ts ts;
+
+	if (st == VRANGE_INLINE_TICK_ARMED &&
+	    __atomic_compare_exchange_n(&ck->state, &st, VRANGE_INLINE_TICK_MARKED, 0,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		st = VRANGE_INLINE_TICK_MARKED;
+	if (__builtin_expect(st == VRANGE_INLINE_TICK_MARKED && (last & 255) != 255, 1)) {
+		*now = __atomic_load_n(&ck->now, __ATOMIC_RELAXED);
+		return 1;
+	}
+	if (st == VRANGE_INLINE_TICK_IDLE ||
+	    lib->clock_gettime(VRANGE_INLINE_CLOCK, &ts) != 0)
+		return 0;
+	*now = (uint64_t)ts.sec * 1000000000u + (uint64_t)ts.nsec;
+	return 1;
+}
+
 /* The mark of one page at cost c (0: the region's): 1 done, 0 take the
  * call (which may redo it). */
 __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, size_t off,
@@ -375,7 +420,6 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, siz
 	const struct vrange_inline_lib *lib;
 	struct vrange_inline_words *hd;
 	struct vrange_inline_word *w;
-	struct vrange_inline_ts ts;
 	uint64_t now, floor, last, nt, ot, *tag, *age;
 	int64_t *cnt;
 	uint32_t cost, st;
@@ -384,20 +428,19 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, siz
 	if (!__vrange_one_page(h, off, len))
 		return 0;
 	lib = &h->lib;
-	if (lib->clock_gettime(VRANGE_INLINE_CLOCK, &ts) != 0)
-		return 0;
 	tp = __vrange_tp();
+	age = (uint64_t *)(void *)(tp + lib->tls_seq);
+	last = *age;
+	if (!__vrange_mark_time(lib, last, &now))
+		return 0;
 	hd = __vrange_word(h, off >> h->page_shift, tp, &w, &cnt);
 	cost = c ? c : __atomic_load_n(&h->cost, __ATOMIC_RELAXED);
 	if (!hd || cost > 0xffffu)
 		return 0;
 	/* The age: later than the last barrier and than this thread's last. */
-	now = (uint64_t)ts.sec * 1000000000u + (uint64_t)ts.nsec;
-	floor = __atomic_load_n(lib->seq_floor, __ATOMIC_ACQUIRE);
+	floor = __atomic_load_n(&lib->clock_line->floor, __ATOMIC_ACQUIRE);
 	if (now <= floor)
 		now = floor + 1;
-	age = (uint64_t *)(void *)(tp + lib->tls_seq);
-	last = *age;
 	*age = now = now > last ? now : last + 1;
 	nt = __vrange_volatile_tag(h, cost);
 	tag = (uint64_t *)(void *)&w->prio;

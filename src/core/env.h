@@ -49,42 +49,9 @@ int vr_parse_size(const char *s, size_t *out) VR_HIDDEN;
 /* Debug log to stderr when VRANGE_DEBUG=1; never otherwise. */
 void vr_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2))) VR_HIDDEN;
 
-/* A stamp for "when was this marked": nanoseconds of CLOCK_MONOTONIC,
- * strictly increasing within the calling thread. */
-uint64_t vr_next_seq(void) VR_HIDDEN;
-
-/* The same, inline, for the lock-free single-page mark (env.c says how
- * stamps order).  The coarse clock is read through the vDSO's own
- * clock_gettime when it was found (vr_vdso_gettime: no call through the
- * PLT and libc's wrapper), else through libc. */
-extern int (*vr_vdso_gettime)(clockid_t, struct timespec *) VR_HIDDEN;
-extern __thread uint64_t vr_seq_last __attribute__((tls_model("initial-exec"))) VR_HIDDEN;
-extern _Atomic uint64_t vr_seq_floor VR_HIDDEN;
-
-static inline uint64_t vr_stamp_after(uint64_t now)
-{
-	uint64_t floor = atomic_load_explicit(&vr_seq_floor, memory_order_acquire);
-
-	if (now <= floor)
-		now = floor + 1;
-	vr_seq_last = now > vr_seq_last ? now : vr_seq_last + 1;
-	return vr_seq_last;
-}
-
-static inline uint64_t vr_next_seq_inline(void)
-{
-	struct timespec ts;
-	int (*get)(clockid_t, struct timespec *) = vr_vdso_gettime;
-
-	if (!get || get(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-		clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return vr_stamp_after((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
-}
-
-/* A stamp later than every stamp any thread had taken before the call, and
- * after which the calling thread's stamps keep growing (a purge pass's
- * start: "marked after the pass began" is "seq > this"). */
-uint64_t vr_seq_barrier(void) VR_HIDDEN;
+/* The mark clock (vr_next_seq, the barrier): its own module, used
+ * wherever env.h is. */
+#include "mark_clock.h"
 
 /* ftruncate, again after a signal interrupted it (EINTR: nothing done);
  * 0 or -errno, errno set as ftruncate sets it. */

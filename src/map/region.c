@@ -109,6 +109,14 @@ _Static_assert(sizeof(struct timespec) == sizeof(struct vrange_inline_ts) &&
 	       sizeof(clockid_t) == sizeof(int) &&
 	       CLOCK_MONOTONIC_COARSE == VRANGE_INLINE_CLOCK, "the inline clock");
 
+_Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4 &&
+	       offsetof(struct vr_clock, floor) == offsetof(struct vrange_inline_clock, floor) &&
+	       offsetof(struct vr_clock, now) == offsetof(struct vrange_inline_clock, now) &&
+	       offsetof(struct vr_clock, state) == offsetof(struct vrange_inline_clock, state) &&
+	       VR_TICK_SELF == VRANGE_INLINE_TICK_SELF && VR_TICK_IDLE == VRANGE_INLINE_TICK_IDLE &&
+	       VR_TICK_MARKED == VRANGE_INLINE_TICK_MARKED &&
+	       VR_TICK_ARMED == VRANGE_INLINE_TICK_ARMED, "the inline clock line");
+
 static struct vrange_inline_lib inline_lib;
 
 #if PW_LOCK_FREE
@@ -141,7 +149,7 @@ __attribute__((constructor)) static void inline_setup(void)
 	/* The header's own spelling of the type (a static assert above). */
 	inline_lib.clock_gettime = (int (*)(int, struct vrange_inline_ts *))(void (*)(void))
 		clock_gettime;
-	inline_lib.seq_floor = (const uint64_t *)(const void *)&vr_seq_floor;
+	inline_lib.clock_line = (struct vrange_inline_clock *)(void *)&vr_clock;
 	inline_lib.want_mark = (const unsigned char *)(const void *)&pressure_want_mark;
 	inline_lib.table_ver = (const uint32_t *)(const void *)&region_table_seq.seq;
 	inline_lib.tls_seq = (char *)&vr_seq_last - tp;

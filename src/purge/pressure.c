@@ -1195,10 +1195,17 @@ static int next_timeout(uint64_t now)
 	return next <= now ? 0 : (int)(next - now);
 }
 
+/* The poll's timeout with the mark clock's tick (mark_clock.h) due in
+ * tick_ms (-1: none). */
+static int with_tick(int timeout, int tick_ms)
+{
+	return tick_ms >= 0 && tick_ms < timeout ? tick_ms : timeout;
+}
+
 static void *monitor_main(void *arg)
 {
 	sigset_t all;
-	int probes = 2;
+	int probes = 2, tick_ms = -1;
 
 	/* Signals belong to the application's threads. */
 	sigfillset(&all);
@@ -1226,7 +1233,8 @@ static void *monitor_main(void *arg)
 		/* The first two sleeps are 1 ms long: a first sample of the
 		 * wake-up latency before an event needs it (with every source
 		 * armed meanwhile). */
-		n = poll(mon.pfd, (nfds_t)mon.npfd, probes > 0 ? 1 : next_timeout(now));
+		n = poll(mon.pfd, (nfds_t)mon.npfd,
+			 probes > 0 ? 1 : with_tick(next_timeout(now), tick_ms));
 		if (probes > 0)
 			probes--;
 		err = errno;
@@ -1253,7 +1261,10 @@ static void *monitor_main(void *arg)
 		}
 		if (!atomic_load(&stop_req))
 			periodic(now_ms());
+		tick_ms = vr_tick_step();
 	}
+	/* Gone for good (stopped, or poll failed): stamps read the clock. */
+	vr_tick_attach(NULL);
 	close_fd(&mon.sched_fd);
 	pthread_mutex_unlock(&mon_busy);
 	return NULL;
@@ -1273,6 +1284,7 @@ void pressure_fork_done(void)
 /* Control */
 
 static int monitor_start(const struct vrange_monitor_opts *opts, bool sync);
+static void wake_monitor(void);
 
 /*
  * The child of fork() inherits no thread: forget the parent's monitor and
@@ -1373,6 +1385,8 @@ static int monitor_start(const struct vrange_monitor_opts *opts, bool sync)
 	mon_running = true;
 	atomic_store(&running_pub, true);
 	atomic_store(&wake_fd_pub, mon.wake_fd);
+	/* The thread ticks the mark clock while marks are made. */
+	vr_tick_attach(wake_monitor);
 	if (sync)
 		vr_debug("monitor started: source %s", src_names[atomic_load(&cur_src)]);
 out:
@@ -1392,6 +1406,7 @@ int vrange_monitor_stop(void)
 
 	pthread_mutex_lock(&mon_lock);
 	if (mon_running) {
+		vr_tick_attach(NULL);
 		atomic_store(&stop_req, true);
 		atomic_store(&wake_fd_pub, -1);
 		if (write(mon.wake_fd, &one, sizeof(one)) < 0)
