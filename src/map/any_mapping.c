@@ -280,8 +280,9 @@ static void drop_map(struct vfile *f, struct vmap *m)
 {
 	if (!m)
 		return;
-	uffd_forget_map(f, m);
+	/* Out of the list before it is disarmed, as a region's (destroy). */
 	vfile_del_map(f, m);
+	uffd_forget_map(f, m);
 	free(m);
 }
 
