@@ -368,6 +368,46 @@ START_TEST(orphan_purgeable_while_held)
 }
 END_TEST
 
+/*
+ * A process that only makes regions - never vrange() on other memory, so
+ * the any-mapping layer never starts - lets orphans go too.  Its sweeps
+ * returned before they reached the orphans while that layer was not up:
+ * every region destroyed after its fd went out kept the file and its
+ * state's metadata open for good once the application closed its own
+ * descriptor (two descriptors per region; the stress loop of issue 25,
+ * item 9 ran out of speed on them).  One file purged before the close,
+ * one still volatile.
+ */
+START_TEST(region_only_process_lets_orphans_go)
+{
+	const size_t n = 8;
+	vrange_region *r = NULL;
+	int before = fds_on("vrange-state"), fd[2];
+
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(vrange_region_create("i8-let-go", n * ps,
+						      VRANGE_ACCESS_ZERO, &r), 0);
+		fd[i] = dup(vrange_region_fd(r));
+		ck_assert_int_ge(fd[i], 0);
+		memset(vrange_region_base(r), 'g', n * ps);
+		ck_assert_int_eq(vrange_mark_volatile(r, 2 * ps, 4 * ps), 0);
+		ck_assert_int_eq(vrange_region_destroy(r), 0);
+		if (i == 0) {
+			/* Held by fd[0]: kept with our descriptor, purgeable. */
+			ck_assert_int_ge(vrange_purge(SIZE_MAX), (ssize_t)(4 * ps));
+			ck_assert(all_bytes(fd[0], 2 * ps, 4 * ps, 0));
+			ck_assert(all_bytes(fd[0], 6 * ps, 2 * ps, 'g'));
+		}
+	}
+	ck_assert_int_eq(fds_on("i8-let-go"), 2 + 2);
+	close(fd[0]);
+	close(fd[1]);
+	sweep();
+	ck_assert_int_eq(fds_on("i8-let-go"), 0);
+	ck_assert_int_eq(fds_on("vrange-state"), before);
+}
+END_TEST
+
 /* Gone for good (unmapped, closed): the library keeps nothing of it - no
  * descriptor of the file, none of its own for the state. */
 START_TEST(released_when_file_gone)
@@ -503,6 +543,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, region_destroyed_state_stays_purgeable);
 	tcase_add_test(tc, region_destroyed_purged_stays_purged);
 	tcase_add_test(tc, orphan_purgeable_while_held);
+	tcase_add_test(tc, region_only_process_lets_orphans_go);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -17,6 +17,7 @@
 #include <linux/seccomp.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -741,6 +742,150 @@ START_TEST(refill_concurrent)
 }
 END_TEST
 
+/*
+ * Issue 25, item 9: a purge by another thread while a region is being
+ * destroyed.  The destroy disarmed the region's mapping (no longer served
+ * by the fault thread) before taking it out of its file's mapping list; a
+ * purge in between tried to register that mapping around its punch, which
+ * the kernel refused (EBUSY: still registered with the fault thread's
+ * userfaultfd), punched nothing and left its pages recorded purged, data
+ * in place - no later purge took them.  The soak saw it once: a purge of
+ * everything after the destroy, then a peer's mapping read the data.
+ *
+ * The window is held open here: the destroy waits, once the mapping is
+ * disarmed, for a fault the fault thread is serving on it - a refill that
+ * blocks until the purge is done.  Every volatile page must read zeros
+ * through the file's descriptor afterwards.
+ */
+static sem_t win_entered, win_go;
+static vrange_region *win_region;
+static _Atomic pid_t win_tid;
+static volatile char win_sink;
+
+static int win_fill(vrange_region *r, size_t off, void *buf, size_t len, void *arg)
+{
+	(void)r;
+	(void)off;
+	(void)arg;
+	sem_post(&win_entered);
+	while (sem_wait(&win_go) < 0)
+		;
+	memset(buf, 'f', len);
+	return 0;
+}
+
+static __thread sigjmp_buf *segv_jb;
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	if (segv_jb)
+		siglongjmp(*segv_jb, 1);
+	_exit(98); /* a SIGSEGV nobody expected */
+}
+
+/* The toucher wakes once its page is filled, and the destroy, no longer
+ * waiting for the fault, may unmap the region before the toucher's read
+ * runs again: then it faults on nothing (SIGSEGV), which is the race this
+ * test makes on purpose, not a finding. */
+static void *win_touch(void *arg)
+{
+	volatile char *p = vrange_region_base(win_region);
+	sigjmp_buf jb;
+
+	(void)arg;
+	segv_jb = &jb;
+	if (sigsetjmp(jb, 1) == 0)
+		win_sink = *p;
+	segv_jb = NULL;
+	return NULL;
+}
+
+static void *win_destroy(void *arg)
+{
+	(void)arg;
+	win_tid = (pid_t)syscall(SYS_gettid);
+	vrange_region_destroy(win_region);
+	return NULL;
+}
+
+/* The thread's state letter in /proc ('S': asleep), or '?'. */
+static char thread_state(pid_t tid)
+{
+	char path[64], line[512], st = '?', *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return st;
+	if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) && p[1])
+		st = p[2];
+	fclose(f);
+	return st;
+}
+
+START_TEST(purge_while_destroying)
+{
+	const size_t n = 12;
+	pthread_t touch, destroy;
+	char page[4096];
+	unsigned char *b;
+	int fd;
+
+	if (under_valgrind()) {
+		fprintf(stderr, "SKIP: %s\n", VALGRIND_REFILL);
+		return;
+	}
+	ck_assert_uint_le(ps, sizeof(page));
+	win_region = sigbus_region(n);
+	if (!win_region)
+		return;
+	ck_assert_int_eq(sem_init(&win_entered, 0, 0), 0);
+	ck_assert_int_eq(sem_init(&win_go, 0, 0), 0);
+	fd = dup(vrange_region_fd(win_region));
+	ck_assert_int_ge(fd, 0);
+	b = vrange_region_base(win_region);
+	memset(b, 'd', n * ps);
+	ck_assert_int_eq(vrange_region_set_refill(win_region, win_fill, NULL), 0);
+	ck_assert(signal(SIGSEGV, on_segv) != SIG_ERR);
+	/* Page 0 purged: its touch goes to the callback. */
+	ck_assert_int_eq(vrange_mark_volatile(win_region, 0, ps), 0);
+	ck_assert_int_eq(vrange_region_purge(win_region), (ssize_t)ps);
+	/* The rest volatile: a range (the tree) and single pages (words). */
+	ck_assert_int_eq(vrange_mark_volatile(win_region, ps, 7 * ps), 0);
+	for (size_t i = 8; i < n; i++)
+		ck_assert_int_eq(vrange_mark_volatile(win_region, i * ps, ps), 0);
+	ck_assert_int_eq(pthread_create(&touch, NULL, win_touch, NULL), 0);
+	while (sem_wait(&win_entered) < 0)
+		;
+	ck_assert_int_eq(pthread_create(&destroy, NULL, win_destroy, NULL), 0);
+	/* Asleep: waiting for the refill, its mapping disarmed. */
+	while (!win_tid)
+		usleep(1000);
+	for (int i = 0; i < 5000 && thread_state(win_tid) != 'S'; i++)
+		usleep(1000);
+	usleep(20000);
+	vrange_purge(SIZE_MAX);
+	sem_post(&win_go);
+	pthread_join(touch, NULL);
+	pthread_join(destroy, NULL);
+	vrange_purge(SIZE_MAX);
+	for (size_t i = 1; i < n; i++) {
+		ck_assert_int_eq(pread(fd, page, ps, (off_t)(i * ps)), (ssize_t)ps);
+		ck_assert_msg(page[0] == 0 && page[ps - 1] == 0,
+			      "page %zu still holds its data after a purge of "
+			      "everything", i);
+	}
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, ps, (off_t)((n - 1) * ps)),
+			 VRANGE_PURGED);
+	close(fd);
+	signal(SIGSEGV, SIG_DFL);
+	sem_destroy(&win_entered);
+	sem_destroy(&win_go);
+}
+END_TEST
+
 /* ---- scale and first touches ---------------------------------------------- */
 
 static void many_ranges(bool refill)
@@ -1122,6 +1267,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, refill_after_zero_read);
 	tcase_add_test(tc, refill_error_sigbus);
 	tcase_add_test(tc, refill_concurrent);
+	tcase_add_test(tc, purge_while_destroying);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("scale");

@@ -280,8 +280,9 @@ static void drop_map(struct vfile *f, struct vmap *m)
 {
 	if (!m)
 		return;
-	uffd_forget_map(f, m);
+	/* Out of the list before it is disarmed, as a region's (destroy). */
 	vfile_del_map(f, m);
+	uffd_forget_map(f, m);
 	free(m);
 }
 
@@ -1341,10 +1342,14 @@ static void sweep_files(void)
 
 void anymap_sweep(void)
 {
-	if (!atomic_load_explicit(&anon_ready, memory_order_acquire))
-		return;
-	sweep_files();
-	sweep_anon();
+	/* Orphans come without this layer too: a region destroyed after
+	 * its descriptor went out, a file the file layer forgot.  A process
+	 * that never passed memory to vrange() kept every such file open
+	 * (our descriptor and its state's) after the application let go. */
+	if (atomic_load_explicit(&anon_ready, memory_order_acquire)) {
+		sweep_files();
+		sweep_anon();
+	}
 	vfile_sweep_orphans();
 }
 

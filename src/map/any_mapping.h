@@ -45,7 +45,8 @@ struct vfile *anymap_file_at(const void *addr, uint64_t *page) VR_HIDDEN;
  * Notice what the application unmapped or replaced since: file entries
  * whose address maps something else are dropped (with their reference),
  * anonymous state of memory that is gone is forgotten, and files nothing
- * refers to any more are let go (vfile_sweep_orphans).  Run by
+ * refers to any more are let go (vfile_sweep_orphans; that part also
+ * before this layer's first use).  Run by
  * vrange_get_stats(), and at the start of purge passes (at most ten times
  * a second: anymap_sweep_for_purge); takes no lock the caller may hold,
  * except that the purge engine's may be held.

@@ -211,8 +211,9 @@ static int region_wire(int fd, void *base, size_t size, struct vfile *f,
 		uffd_arm(r->file, &r->map, false);
 	ret = region_table_insert(r->map.base, r->map.size, r);
 	if (ret < 0) {
-		uffd_forget_map(r->file, &r->map);
+		/* Out of the file's list before it is disarmed (destroy). */
 		vfile_del_map(r->file, &r->map);
+		uffd_forget_map(r->file, &r->map);
 		free(r);
 		return ret;
 	}
@@ -369,8 +370,17 @@ int vrange_region_destroy(vrange_region *r)
 	if (!r)
 		return 0;
 	region_table_remove(r->map.base, r);
-	uffd_forget_map(r->file, &r->map);
+	/*
+	 * Out of the file's mapping list first, then disarmed: a purge by
+	 * another thread (the monitor) between the two would meet a mapping
+	 * still registered with the fault thread's userfaultfd but no longer
+	 * marked armed, try to register it around the punch (EBUSY: another
+	 * userfaultfd has it), punch nothing, and leave its batch recorded
+	 * purged with the data in place - for good: no later purge takes it
+	 * (issue 25, item 9; docs/design.md, "Locking and signal safety").
+	 */
 	vfile_del_map(r->file, &r->map);
+	uffd_forget_map(r->file, &r->map);
 	munmap(r->map.base, r->map.size);
 	(void)vfile_put_lender(r->file, r->fd, close);
 	free(r);

@@ -68,7 +68,11 @@ int uffd_after_nonvolatile(struct vmap *m, size_t off, size_t len) VR_HIDDEN;
  */
 struct vfile;
 int uffd_arm(struct vfile *f, struct vmap *m, bool force) VR_HIDDEN;
-/* Before m goes (unmapped, or its entry dropped): stop serving it. */
+/* Before m goes (unmapped, or its entry dropped): stop serving it.  Only
+ * after vfile_del_map took m out of f's list: a purge that still finds m
+ * there while it is registered with the fault thread's userfaultfd but no
+ * longer marked armed cannot register it around its punch (EBUSY) and
+ * punches nothing. */
 void uffd_forget_map(struct vfile *f, struct vmap *m) VR_HIDDEN;
 /* A fork child: arm again what the parent had armed (the kernel dropped
  * the registrations).  Call with no library lock held (purge entry,

@@ -865,19 +865,27 @@ static void held_build(struct held_set *h)
 		h->doubt = true;
 		return;
 	}
-	for (struct dirent *e; (e = readdir(d));) {
+	for (struct dirent *e; (errno = 0, e = readdir(d));) {
 		int n = atoi(e->d_name);
 		struct statx sx;
 
-		/* statx of the link, not fstat of the number: the ashmem shim
-		 * interposes fstat and would take its registry lock (held). */
 		if (e->d_name[0] < '0' || e->d_name[0] > '9' || n == dirfd(d) ||
-		    library_fd(n) ||
-		    statx(dirfd(d), e->d_name, 0, STATX_INO, &sx) < 0)
+		    library_fd(n))
 			continue;
+		/* statx of the link, not fstat of the number: the ashmem shim
+		 * interposes fstat and would take its registry lock (held).
+		 * A descriptor that could not be looked at may be the one that
+		 * holds an orphan's file: doubt (closed meanwhile: ENOENT). */
+		if (statx(dirfd(d), e->d_name, 0, STATX_INO, &sx) < 0) {
+			if (errno != ENOENT)
+				h->doubt = true;
+			continue;
+		}
 		held_add(h, makedev(sx.stx_dev_major, sx.stx_dev_minor),
 			 (ino_t)sx.stx_ino);
 	}
+	if (errno) /* the list ended early: the rest may hold one */
+		h->doubt = true;
 	closedir(d);
 }
 
