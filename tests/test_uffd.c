@@ -1171,6 +1171,68 @@ static int helper_nobody(void)
 	return 0;
 }
 
+/*
+ * As nobody (the library registers a region only around its own purges),
+ * with the region's memory registered by the application with its own
+ * userfaultfd: a purge cannot arm the mapping (EBUSY) and punches
+ * nothing.  Its pages must stay volatile with their data - purgeable by
+ * the next purge once the registration is gone - not recorded purged
+ * with their data, out of every purge's reach (before: the second purge
+ * freed nothing and the unmark said PURGED over the kept data).
+ */
+static int helper_nobody_busy(void)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	struct uffdio_range whole;
+	struct vrange_stats st;
+	vrange_region *r = NULL;
+	ssize_t freed;
+	char *b;
+	int u;
+
+	if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+	    setresuid(65534, 65534, 65534) < 0)
+		return 77;
+	if (vrange_region_create(NULL, 8 * ps, 0, &r) != 0 ||
+	    vrange_region_access(r) != VRANGE_ACCESS_SIGBUS)
+		return 77;
+	b = vrange_region_base(r);
+	memset(b, 'n', 8 * ps);
+	u = (int)syscall(__NR_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+	whole.start = (uintptr_t)b;
+	whole.len = 8 * ps;
+	reg.range = whole;
+	if (u < 0 || ioctl(u, UFFDIO_API, &api) < 0 || ioctl(u, UFFDIO_REGISTER, &reg) < 0) {
+		fprintf(stderr, "nobody-busy: the application's registration: %s\n",
+			strerror(errno));
+		return 77;
+	}
+	if (vrange_mark_volatile(r, 0, 4 * ps) != 0)
+		return 1;
+	freed = vrange_purge(SIZE_MAX);
+	if (freed != 0 || memcmp(b, b + 4 * ps, 4 * ps) != 0 || b[0] != 'n' ||
+	    vrange_get_stats(&st) != 0 || st.volatile_bytes != 4 * ps) {
+		fprintf(stderr, "nobody-busy: purge with the mapping busy: freed %zd, "
+			"volatile %llu purged %llu\n", freed,
+			(unsigned long long)st.volatile_bytes,
+			(unsigned long long)st.purged_bytes);
+		return 1;
+	}
+	/* The registration goes: the next purge takes the pages. */
+	if (ioctl(u, UFFDIO_UNREGISTER, &whole) < 0)
+		return 1;
+	close(u);
+	freed = vrange_purge(SIZE_MAX);
+	if (freed < (ssize_t)(4 * ps) ||
+	    vrange_mark_nonvolatile(r, 0, 4 * ps) != VRANGE_PURGED) {
+		fprintf(stderr, "nobody-busy: the purge after: freed %zd\n", freed);
+		return 1;
+	}
+	vrange_region_destroy(r);
+	return 0;
+}
+
 __attribute__((constructor)) static void helper_mode(void)
 {
 	const char *mode = getenv("VRANGE_UFFD_HELPER");
@@ -1186,6 +1248,8 @@ __attribute__((constructor)) static void helper_mode(void)
 		ret = ret < 0 ? 1 : expect_fallback("userfaultfd: EPERM");
 	} else if (!strcmp(mode, "nobody")) {
 		ret = helper_nobody();
+	} else if (!strcmp(mode, "nobody-busy")) {
+		ret = helper_nobody_busy();
 	} else {
 		ret = 2;
 	}
@@ -1245,6 +1309,19 @@ START_TEST(unprivileged_user_mode_only)
 }
 END_TEST
 
+START_TEST(unarmable_pages_stay_purgeable)
+{
+	int ret;
+
+	if (geteuid() != 0)
+		TEST_SKIP("needs root to become nobody");
+	ret = run_helper("nobody-busy", NULL);
+	if (ret == 77)
+		TEST_SKIP("cannot switch to uid 65534, or no SIGBUS mode or application userfaultfd as nobody");
+	ck_assert_int_eq(ret, 0);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
 	Suite *s = suite_create("uffd");
@@ -1282,6 +1359,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, fallback_env);
 	tcase_add_test(tc, fallback_seccomp);
 	tcase_add_test(tc, unprivileged_user_mode_only);
+	tcase_add_test(tc, unarmable_pages_stay_purgeable);
 	suite_add_tcase(s, tc);
 	return s;
 }

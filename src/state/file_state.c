@@ -1363,16 +1363,16 @@ static void punch_hole(struct vfile *f, size_t off, size_t len)
 			 strerror(errno));
 }
 
-static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
+/* false: not punched (discard_batch puts the run back). */
+static bool punch_run(struct vfile *f, uint64_t start, uint64_t end)
 {
 	size_t off = (size_t)start << vr_page_shift;
 	size_t len = (size_t)(end - start) << vr_page_shift;
 
 	/* A SIGBUS mapping that cannot be armed would read zeros: then
-	 * nothing is punched.  The pages keep their data and stay recorded
-	 * RT_PURGED - a false VRANGE_PURGED, the safe side. */
+	 * nothing is punched, and the pages keep their data. */
 	if (arm_all(f, off, len) < 0)
-		return;
+		return false;
 	punch_hole(f, off, len);
 	for (struct vmap *m = f->maps; m; m = m->next) {
 		size_t o = off, l = len;
@@ -1384,6 +1384,7 @@ static void punch_run(struct vfile *f, uint64_t start, uint64_t end)
 		else
 			appmap_after_discard(f, m, o, l);
 	}
+	return true;
 }
 
 /* May range r join a batch that must stay ahead of lim in purge order? */
@@ -1493,10 +1494,17 @@ static bool punch_span(struct vfile *f, const struct batch *b)
 	return true;
 }
 
+/* Runs of a batch left unpunched. */
+struct spans {
+	uint32_t n;
+	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
+};
+
 /* Punch the batch's runs in address order, neighbours as one: a page
  * cache's pages, marked one by one, purge as one hole; scattered ones
- * under one arming where that is safe. */
-static void punch_batch(struct vfile *f, struct batch *b)
+ * under one arming where that is safe.  What could not be punched goes
+ * to *left. */
+static void punch_batch(struct vfile *f, struct batch *b, struct spans *left)
 {
 	uint32_t n = 0;
 
@@ -1520,10 +1528,14 @@ static void punch_batch(struct vfile *f, struct batch *b)
 		b->end[n] = e;
 	}
 	b->n = n;
+	left->n = 0;
 	if (n > 1 && has_sigbus_map(f) && span_armable(f, b) && punch_span(f, b))
 		return;
 	for (uint32_t i = 0; i < n; i++)
-		punch_run(f, b->start[i], b->end[i]);
+		if (!punch_run(f, b->start[i], b->end[i])) {
+			left->start[left->n] = b->start[i];
+			left->end[left->n++] = b->end[i];
+		}
 }
 
 /*
@@ -1633,6 +1645,39 @@ static int only_cached(struct vfile *f, struct batch *b, uint64_t *pages,
 }
 
 /*
+ * After the punch: each run of b (as taken, before punch_batch sorted
+ * them) counts its punched pages times its cost; its pages in a span
+ * left unpunched (a SIGBUS mapping that could not be armed: they keep
+ * their data) go back to volatile as the most recently marked, so that
+ * a later purge - one that can arm the mapping - takes them, instead of
+ * staying recorded purged with their data, out of every purge's reach
+ * (a false VRANGE_PURGED, and memory kept for good).  Back as the newest:
+ * this pass (marks after its start are not its) does not try them again.
+ * A tree that cannot take them back leaves them recorded purged: the
+ * safe side.
+ */
+static void settle_punched(struct vfile *f, const struct batch *b,
+			   const struct spans *left, uint64_t *pages)
+{
+	for (uint32_t i = 0; i < b->n; i++) {
+		uint64_t kept = 0;
+
+		for (uint32_t j = 0; j < left->n; j++) {
+			uint64_t s = b->start[i] > left->start[j] ? b->start[i] : left->start[j];
+			uint64_t e = b->end[i] < left->end[j] ? b->end[i] : left->end[j];
+
+			if (s >= e)
+				continue;
+			kept += e - s;
+			if (put_back(f, s, e, b->prio[i], vr_next_seq(), b->cost[i], pages) < 0)
+				vr_debug("file %lu: pages left recorded purged",
+					 (unsigned long)f->ino);
+		}
+		purge_note_cost((b->end[i] - b->start[i] - kept) * b->cost[i]);
+	}
+}
+
+/*
  * Discard the file's oldest ranges, starting with *first, while they stay
  * ahead of lim, up to max_pages and one chunk: the one place where a
  * file's data goes away.  Caller holds the tree lock (see the comment at
@@ -1647,7 +1692,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 	uint64_t left = (f->disk ? VFILE_DISK_CHUNK_BYTES : VFILE_CHUNK_BYTES) >> vr_page_shift;
 	uint64_t before, after, n, cached = 0;
 	struct rt_range rr = *first;
-	struct batch b;
+	struct batch b, taken_runs;
+	struct spans unpunched;
 	uint32_t taken;
 	int r;
 
@@ -1696,11 +1742,9 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		return r;
 	if (f->disk && b.n && (r = disk_record(f, &b, pages)) < 0)
 		return r;
-	/* What is punched, each page times its cost (what went back to
-	 * volatile above is not). */
-	for (uint32_t i = 0; i < b.n; i++)
-		purge_note_cost((b.end[i] - b.start[i]) * b.cost[i]);
-	punch_batch(f, &b);
+	taken_runs = b;
+	punch_batch(f, &b, &unpunched);
+	settle_punched(f, &taken_runs, &unpunched, pages);
 	after = allocated_bytes(f->fd);
 	if (f->disk && lim->memory)
 		*freed += cached << vr_page_shift;
