@@ -81,13 +81,19 @@ static void sift_down(struct purge_cand *h, size_t n, size_t i)
 }
 
 /* After the top file's step: its new oldest range, or out of the heap. */
+static void drop_top(struct purge_cand *h, size_t *n)
+{
+	vfile_put(h[0].f);
+	h[0] = h[--*n];
+	sift_down(h, *n, 0);
+}
+
 static void rekey_top(struct purge_cand *h, size_t *n, uint64_t pass_start)
 {
-	if (vfile_peek_oldest(h[0].f, pass_start, &h[0].oldest) <= 0) {
-		vfile_put(h[0].f);
-		h[0] = h[--*n];
-	}
-	sift_down(h, *n, 0);
+	if (vfile_peek_oldest(h[0].f, pass_start, &h[0].oldest) <= 0)
+		drop_top(h, n);
+	else
+		sift_down(h, *n, 0);
 }
 
 /* The limit a step on the top file must stay within: the pass's start and
@@ -179,9 +185,12 @@ static uint64_t pass(uint64_t bytes, bool skip_shared, bool skip_disk,
 		}
 		if (step)
 			step(h[0].f, freed - before, arg);
+		/* A file that failed (a damaged state, no memory for its tree)
+		 * is left out of this pass; the others are still purged. */
 		if (r < 0)
-			break;
-		rekey_top(h, &n, pass_start);
+			drop_top(h, &n);
+		else
+			rekey_top(h, &n, pass_start);
 	}
 	while (n)
 		vfile_put(h[--n].f);
