@@ -222,9 +222,11 @@ static void mark_in_thread(vrange_region *r, size_t page)
 
 /*
  * Least recently marked first, across threads, while the ticker runs:
- * page 2 by this thread; then, after 100 ms of pairs on page 3 (the
- * ticker ticks all along), page 1 by another thread (its first mark: its
- * age is the tick's time alone); after 100 ms more, page 0 by this thread.
+ * page 2 by this thread; then, after 300 ms of pairs on page 3 (the
+ * ticker ticks all along; the gap is wide so that a ticker kept off the
+ * CPU for a while on a loaded machine still ticks in it), page 1 by
+ * another thread (its first mark: its age is the tick's time alone);
+ * after 300 ms more, page 0 by this thread.
  * Purged one page at a time they go 2, 1, 0.  A tick's time left behind
  * would give page 1 an age before page 2's, and it would go first.
  */
@@ -236,10 +238,10 @@ START_TEST(order_across_threads_with_tick)
 		TEST_SKIP("no inline fast path on this architecture");
 	pairs_on(r, 3, 20);
 	ck_assert_int_eq(vrange_mark_volatile(r, 2 * ps, ps), 0);
-	pairs_on(r, 3, 100);
+	pairs_on(r, 3, 300);
 	ck_assert_uint_ge(tick_state(), VRANGE_INLINE_TICK_MARKED);
 	mark_in_thread(r, 1);
-	pairs_on(r, 3, 100);
+	pairs_on(r, 3, 300);
 	ck_assert_int_eq(vrange_mark_volatile(r, 0, ps), 0);
 	ck_assert_int_eq(vrange_monitor_stop(), 0); /* no purge of its own */
 	for (int k = 2; k >= 0; k--) {
