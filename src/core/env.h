@@ -11,6 +11,10 @@
 
 #define VR_HIDDEN __attribute__((visibility("hidden")))
 
+/* The mark clock (vr_next_seq, the barrier) is a module of its own; its
+ * users include env.h. */
+#include "mark_clock.h"
+
 struct vr_env {
 	bool monitor;       /* VRANGE_MONITOR, default on */
 	bool debug;         /* VRANGE_DEBUG=1 */
@@ -48,10 +52,6 @@ int vr_parse_size(const char *s, size_t *out) VR_HIDDEN;
 
 /* Debug log to stderr when VRANGE_DEBUG=1; never otherwise. */
 void vr_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2))) VR_HIDDEN;
-
-/* The mark clock (vr_next_seq, the barrier): its own module, used
- * wherever env.h is. */
-#include "mark_clock.h"
 
 /* ftruncate, again after a signal interrupted it (EINTR: nothing done);
  * 0 or -errno, errno set as ftruncate sets it. */
