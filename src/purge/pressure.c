@@ -41,6 +41,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -1285,6 +1286,7 @@ void pressure_fork_done(void)
 
 static int monitor_start(const struct vrange_monitor_opts *opts, bool sync);
 static void wake_monitor(void);
+static _Atomic int wakers_in_flight; /* wake_monitor() says why */
 
 /*
  * The child of fork() inherits no thread: forget the parent's monitor and
@@ -1304,6 +1306,7 @@ static void atfork_child(void)
 	struct vrange_monitor_opts o = mon.opts;
 
 	pthread_mutex_init(&mon_lock, NULL);
+	atomic_store(&wakers_in_flight, 0); /* threads the child does not have */
 	if (!mon_running)
 		return;
 	mon_running = false;
@@ -1412,6 +1415,8 @@ int vrange_monitor_stop(void)
 		if (write(mon.wake_fd, &one, sizeof(one)) < 0)
 			vr_debug("waking the monitor failed: %s", strerror(errno));
 		pthread_join(mon_thread, NULL);
+		while (atomic_load(&wakers_in_flight))
+			sched_yield();
 		close_fd(&mon.wake_fd);
 		monitor_close_all();
 		atomic_store(&cur_src, SRC_NONE);
@@ -1437,24 +1442,30 @@ void pressure_autostart(void)
 		vr_debug("monitor not started: %s", strerror(-r));
 }
 
-void pressure_set_budget(size_t bytes)
+/*
+ * Wake the monitor's thread (async-signal-safe).  The eventfd's number is
+ * loaded and then written to; a stop in between closes it, and the number
+ * could name another file by the write.  So a waker counts itself in
+ * flight around the two, and a stop, which unpublishes the number first,
+ * closes it only once no waker is in flight (both sequentially consistent:
+ * a waker that loaded the number is seen by the stop's count).
+ */
+static void wake_monitor(void)
 {
 	uint64_t one = 1;
 	int fd;
 
-	atomic_store(&budget, bytes);
+	atomic_fetch_add(&wakers_in_flight, 1);
 	fd = atomic_load(&wake_fd_pub);
 	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
 		vr_debug("waking the monitor failed: %s", strerror(errno));
+	atomic_fetch_sub(&wakers_in_flight, 1);
 }
 
-static void wake_monitor(void)
+void pressure_set_budget(size_t bytes)
 {
-	uint64_t one = 1;
-	int fd = atomic_load(&wake_fd_pub);
-
-	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
-		vr_debug("waking the monitor failed: %s", strerror(errno));
+	atomic_store(&budget, bytes);
+	wake_monitor();
 }
 
 void pressure_mark_seen(void)
