@@ -80,7 +80,7 @@ static void sift_down(struct purge_cand *h, size_t n, size_t i)
 	}
 }
 
-/* After the top file's step: its new oldest range, or out of the heap. */
+/* The top file out of the heap, its reference dropped. */
 static void drop_top(struct purge_cand *h, size_t *n)
 {
 	vfile_put(h[0].f);
@@ -88,6 +88,7 @@ static void drop_top(struct purge_cand *h, size_t *n)
 	sift_down(h, *n, 0);
 }
 
+/* After the top file's step: its new oldest range, or out of the heap. */
 static void rekey_top(struct purge_cand *h, size_t *n, uint64_t pass_start)
 {
 	if (vfile_peek_oldest(h[0].f, pass_start, &h[0].oldest) <= 0)
