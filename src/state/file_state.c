@@ -1399,13 +1399,20 @@ struct batch {
 	uint32_t n;
 	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
 	int32_t prio[BATCH_RUNS];  /* each run's place in the order, as taken */
-	uint64_t seq[BATCH_RUNS];  /* (before punch_batch sorts the runs) */
+	uint64_t seq[BATCH_RUNS];
 	uint32_t cost[BATCH_RUNS]; /* and its cost */
 };
 
-/* Is page pg in one of the batch's runs (sorted, joined)?  *i: a cursor
- * for ascending pg. */
-static bool in_runs(const struct batch *b, uint64_t pg, uint32_t *i)
+/* Runs of pages: a batch's in address order, neighbours joined, as they
+ * are punched; or those left unpunched. */
+struct spans {
+	uint32_t n;
+	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
+};
+
+/* Is page pg in one of the runs (sorted, joined)?  *i: a cursor for
+ * ascending pg. */
+static bool in_runs(const struct spans *b, uint64_t pg, uint32_t *i)
 {
 	while (*i < b->n && b->end[*i] <= pg)
 		(*i)++;
@@ -1424,7 +1431,7 @@ static bool in_runs(const struct batch *b, uint64_t pg, uint32_t *i)
  * may be non-volatile.  A page in the cache stays there meanwhile: only a
  * purge removes data, and this one holds the file's lock.
  */
-static bool span_armable(struct vfile *f, const struct batch *b)
+static bool span_armable(struct vfile *f, const struct spans *b)
 {
 	uint64_t s = b->start[0], e = b->end[b->n - 1];
 	unsigned char vec[SPAN_MAX_PAGES];
@@ -1455,7 +1462,7 @@ static bool span_armable(struct vfile *f, const struct batch *b)
 
 /* The runs of b punched under one arming per SIGBUS mapping.  false,
  * nothing punched and nothing left armed, if a mapping refused. */
-static bool punch_span(struct vfile *f, const struct batch *b)
+static bool punch_span(struct vfile *f, const struct spans *b)
 {
 	size_t off = (size_t)b->start[0] << vr_page_shift;
 	size_t len = (size_t)(b->end[b->n - 1] - b->start[0]) << vr_page_shift;
@@ -1494,47 +1501,50 @@ static bool punch_span(struct vfile *f, const struct batch *b)
 	return true;
 }
 
-/* Runs of a batch left unpunched. */
-struct spans {
-	uint32_t n;
-	uint64_t start[BATCH_RUNS], end[BATCH_RUNS];
-};
+/* The batch's runs in address order, neighbours as one (b itself keeps
+ * the order they were taken in, which settle_punched reads). */
+static void sorted_runs(const struct batch *b, struct spans *r)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < b->n; i++) { /* insertion sort: n <= 64 */
+		uint32_t j = i;
+
+		for (; j > 0 && r->start[j - 1] > b->start[i]; j--) {
+			r->start[j] = r->start[j - 1];
+			r->end[j] = r->end[j - 1];
+		}
+		r->start[j] = b->start[i];
+		r->end[j] = b->end[i];
+	}
+	for (uint32_t i = 0; i < b->n; n++) { /* join neighbours */
+		uint64_t s = r->start[i], e = r->end[i];
+
+		for (i++; i < b->n && r->start[i] == e; i++)
+			e = r->end[i];
+		r->start[n] = s;
+		r->end[n] = e;
+	}
+	r->n = n;
+}
 
 /* Punch the batch's runs in address order, neighbours as one: a page
  * cache's pages, marked one by one, purge as one hole; scattered ones
  * under one arming where that is safe.  What could not be punched goes
  * to *left. */
-static void punch_batch(struct vfile *f, struct batch *b, struct spans *left)
+static void punch_batch(struct vfile *f, const struct batch *b, struct spans *left)
 {
-	uint32_t n = 0;
+	struct spans runs;
 
-	for (uint32_t i = 1; i < b->n; i++) { /* insertion sort: n <= 64 */
-		uint64_t s = b->start[i], e = b->end[i];
-		uint32_t j = i;
-
-		for (; j > 0 && b->start[j - 1] > s; j--) {
-			b->start[j] = b->start[j - 1];
-			b->end[j] = b->end[j - 1];
-		}
-		b->start[j] = s;
-		b->end[j] = e;
-	}
-	for (uint32_t i = 0; i < b->n; n++) { /* join neighbours */
-		uint64_t s = b->start[i], e = b->end[i];
-
-		for (i++; i < b->n && b->start[i] == e; i++)
-			e = b->end[i];
-		b->start[n] = s;
-		b->end[n] = e;
-	}
-	b->n = n;
+	sorted_runs(b, &runs);
 	left->n = 0;
-	if (n > 1 && has_sigbus_map(f) && span_armable(f, b) && punch_span(f, b))
+	if (runs.n > 1 && has_sigbus_map(f) && span_armable(f, &runs) &&
+	    punch_span(f, &runs))
 		return;
-	for (uint32_t i = 0; i < n; i++)
-		if (!punch_run(f, b->start[i], b->end[i])) {
-			left->start[left->n] = b->start[i];
-			left->end[left->n++] = b->end[i];
+	for (uint32_t i = 0; i < runs.n; i++)
+		if (!punch_run(f, runs.start[i], runs.end[i])) {
+			left->start[left->n] = runs.start[i];
+			left->end[left->n++] = runs.end[i];
 		}
 }
 
@@ -1645,8 +1655,7 @@ static int only_cached(struct vfile *f, struct batch *b, uint64_t *pages,
 }
 
 /*
- * After the punch: each run of b (as taken, before punch_batch sorted
- * them) counts its punched pages times its cost; its pages in a span
+ * After the punch: each run of b counts its punched pages times its cost; its pages in a span
  * left unpunched (a SIGBUS mapping that could not be armed: they keep
  * their data) go back to volatile as the most recently marked, so that
  * a later purge - one that can arm the mapping - takes them, instead of
@@ -1692,7 +1701,7 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 	uint64_t left = (f->disk ? VFILE_DISK_CHUNK_BYTES : VFILE_CHUNK_BYTES) >> vr_page_shift;
 	uint64_t before, after, n, cached = 0;
 	struct rt_range rr = *first;
-	struct batch b, taken_runs;
+	struct batch b;
 	struct spans unpunched;
 	uint32_t taken;
 	int r;
@@ -1742,9 +1751,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 		return r;
 	if (f->disk && b.n && (r = disk_record(f, &b, pages)) < 0)
 		return r;
-	taken_runs = b;
 	punch_batch(f, &b, &unpunched);
-	settle_punched(f, &taken_runs, &unpunched, pages);
+	settle_punched(f, &b, &unpunched, pages);
 	after = allocated_bytes(f->fd);
 	if (f->disk && lim->memory)
 		*freed += cached << vr_page_shift;
