@@ -136,7 +136,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	vr_mark_clock_fork_child();
+	vr_tick_attach(NULL); /* no ticker until the child's monitor starts */
 	pool_fork_child();
 	region_fork_child();
 	vfile_fork_child();

@@ -133,7 +133,6 @@ static void find_vdso_clock(void)
 		vr_vdso_gettime = get;
 }
 
-
 void vr_mark_clock_init(void)
 {
 	struct timespec res;
@@ -142,12 +141,6 @@ void vr_mark_clock_init(void)
 	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && !res.tv_sec &&
 	    res.tv_nsec >= 1000000)
 		tick_ns = (uint64_t)res.tv_nsec;
-}
-
-void vr_mark_clock_fork_child(void)
-{
-	atomic_store(&tick_waker, NULL);
-	atomic_store(&vr_clock.state, VR_TICK_SELF);
 }
 
 /* The tick's time only grows (a waking stamp and the ticker both set it). */
@@ -197,8 +190,11 @@ static int ms_until(uint64_t ns)
 int vr_tick_step(void)
 {
 	uint32_t st = atomic_load(&vr_clock.state);
-	uint64_t now = vr_coarse_ns();
+	uint64_t now;
 
+	if (st != VR_TICK_ARMED && st != VR_TICK_MARKED)
+		return -1; /* asleep, or detached: no clock read */
+	now = vr_coarse_ns();
 	if (st == VR_TICK_ARMED) {
 		/* Woken early (another event): a whole tick before sleeping. */
 		if (now - last_tick < tick_ns)

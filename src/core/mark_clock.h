@@ -43,8 +43,6 @@ extern __thread uint64_t vr_seq_last __attribute__((tls_model("initial-exec"))) 
 
 /* Start-up (vr_init_basic): the vDSO's clock, the tick's length. */
 void vr_mark_clock_init(void) VR_HIDDEN;
-/* A fork child has no ticker until its monitor starts. */
-void vr_mark_clock_fork_child(void) VR_HIDDEN;
 
 /* CLOCK_MONOTONIC_COARSE in nanoseconds, through the vDSO where found. */
 static inline uint64_t vr_coarse_ns(void)
