@@ -105,14 +105,17 @@ static double pair_fd_batch(int fd, off_t len, long n)
 	return (now_ns() - t0) / (double)n;
 }
 
-/* The file layer's pair on fd: best of 20 batches of n / 20 pairs (as
- * fd_and_fstat takes it). */
+/* Batches the file layer's pair is measured in (the best is taken). */
+#define FD_BATCHES 20
+
+/* The file layer's pair on fd: best of FD_BATCHES batches of n pairs in
+ * all (as fd_and_fstat takes it). */
 static double best_fd_pair(int fd, long n)
 {
 	double best = 1e30;
 
-	for (int b = 0; b < 20; b++) {
-		double p = pair_fd_batch(fd, (off_t)ps, n / 20);
+	for (int b = 0; b < FD_BATCHES; b++) {
+		double p = pair_fd_batch(fd, (off_t)ps, n / FD_BATCHES);
 
 		if (p < best)
 			best = p;
@@ -227,12 +230,10 @@ static double fstat_batch(int fd, long n)
  * batch of each. */
 static void fd_and_fstat(int fd, long n, double *pair, double *st)
 {
-	const int batches = 20;
-
 	*pair = *st = 1e30;
-	for (int b = 0; b < batches; b++) {
-		double p = pair_fd_batch(fd, (off_t)ps, n / batches);
-		double f = fstat_batch(fd, n / batches);
+	for (int b = 0; b < FD_BATCHES; b++) {
+		double p = pair_fd_batch(fd, (off_t)ps, n / FD_BATCHES);
+		double f = fstat_batch(fd, n / FD_BATCHES);
 
 		if (p < *pair)
 			*pair = p;
