@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "any_mapping.h"
@@ -14,6 +13,7 @@
 #include "config.h"
 #include "disk_file.h"
 #include "disk_reserve.h"
+#include "fd_stat.h"
 #include "file_state.h"
 #include "pressure.h"
 #include "publish.h"
@@ -44,23 +44,6 @@ static int file_kind(int fd, const struct stat *st, bool *disk)
 		*disk = r == 0;
 	}
 	return r;
-}
-
-/*
- * The file layer names a file by descriptor: one fstat per call, its
- * largest cost.  Where the architecture has the old fstat system call
- * (x86-64), it is taken directly: libc's fstat is fstatat(fd, "",
- * AT_EMPTY_PATH), whose empty path the kernel still parses - about 30 ns
- * of the 230 here.  Interposed fstat functions (the ashmem shim's) are not
- * asked: the library looks at the file itself.
- */
-static int fd_stat(int fd, struct stat *st)
-{
-#if defined(__x86_64__) && defined(SYS_fstat)
-	return (int)syscall(SYS_fstat, fd, st);
-#else
-	return fstat(fd, st);
-#endif
 }
 
 /*

@@ -31,6 +31,7 @@
 #include "disk_file.h"
 #include "file_index.h"
 #include "file_state.h"
+#include "held_files.h"
 #include "pressure.h"
 #include "publish.h"
 #include "purge.h"
@@ -803,109 +804,6 @@ static bool file_unreachable(struct vfile *f)
 }
 
 /*
- * What this process holds of the application's: files it maps, and files
- * behind descriptors that are not the library's own (no vfile's fd).
- * Read once per batch of orphans (a sweep), and only if some orphan asks.
- * Registry lock held.
- */
-struct held_set {
-	bool built, doubt;    /* doubt: a list could not be read: all held */
-	size_t n, cap;
-	struct held_id { dev_t dev; ino_t ino; } *v;
-};
-
-static void held_add(struct held_set *h, dev_t dev, ino_t ino)
-{
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct held_id *v = realloc(h->v, cap * sizeof(*v));
-
-		if (!v) {
-			h->doubt = true;
-			return;
-		}
-		h->v = v;
-		h->cap = cap;
-	}
-	h->v[h->n++] = (struct held_id){ dev, ino };
-}
-
-static bool library_fd(int n)
-{
-	for (struct vfile *f = registry; f; f = f->next)
-		if (f->fd == n)
-			return true;
-	return false;
-}
-
-static void held_build(struct held_set *h)
-{
-	FILE *m = fopen("/proc/self/maps", "re");
-	char *line = NULL;
-	size_t cap = 0;
-	DIR *d;
-
-	h->built = true;
-	if (!m) {
-		h->doubt = true;
-		return;
-	}
-	while (getline(&line, &cap, m) > 0) {
-		unsigned long ino;
-		unsigned int maj, min;
-
-		if (sscanf(line, "%*x-%*x %*s %*x %x:%x %lu", &maj, &min, &ino) == 3 &&
-		    ino)
-			held_add(h, makedev(maj, min), (ino_t)ino);
-	}
-	free(line);
-	fclose(m);
-	d = opendir("/proc/self/fd");
-	if (!d) {
-		h->doubt = true;
-		return;
-	}
-	for (struct dirent *e; (errno = 0, e = readdir(d));) {
-		int n = atoi(e->d_name);
-		struct statx sx;
-
-		if (e->d_name[0] < '0' || e->d_name[0] > '9' || n == dirfd(d) ||
-		    library_fd(n))
-			continue;
-		/* statx of the link, not fstat of the number: the ashmem shim
-		 * interposes fstat and would take its registry lock (held).
-		 * A descriptor that could not be looked at may be the one that
-		 * holds an orphan's file: doubt (closed meanwhile: ENOENT). */
-		if (statx(dirfd(d), e->d_name, 0, STATX_INO, &sx) < 0) {
-			if (errno != ENOENT)
-				h->doubt = true;
-			continue;
-		}
-		held_add(h, makedev(sx.stx_dev_major, sx.stx_dev_minor),
-			 (ino_t)sx.stx_ino);
-	}
-	if (errno) /* the list ended early: the rest may hold one */
-		h->doubt = true;
-	closedir(d);
-}
-
-/*
- * Does this process still hold f's file other than through our own
- * descriptor: a mapping of it (the application's own, perhaps never
- * passed to vrange()), or a descriptor?  Then our descriptor keeps
- * nothing alive that would not live anyway.  Doubt says yes.
- */
-static bool held_here(const struct vfile *f, struct held_set *h)
-{
-	if (!h->built)
-		held_build(h);
-	for (size_t i = 0; i < h->n && !h->doubt; i++)
-		if (h->v[i].dev == f->dev && h->v[i].ino == f->ino)
-			return true;
-	return h->doubt;
-}
-
-/*
  * Keep f, reference-less, for the state that belongs to its file?  A file
  * seen through an application mapping, or a library file whose state is
  * shared (a region destroyed after its descriptor went out: the
@@ -940,7 +838,7 @@ static bool keep_orphan(struct vfile *f, struct held_set *h)
 	 * sees: what this process holds is asked directly.  While it holds
 	 * the file our descriptor costs nothing, and the state stays
 	 * purgeable and counted (issue 25, item 8). */
-	if (!f->dormant && !held_here(f, h) && (!vol || file_unreachable(f)))
+	if (!f->dormant && !held_here(h, f->dev, f->ino, f->fd) && (!vol || file_unreachable(f)))
 		go_dormant(f);
 	return true;
 }
@@ -976,7 +874,7 @@ void vfile_put(struct vfile *f)
 		return;
 	}
 	keep = keep_orphan(f, &h);
-	free(h.v);
+	held_free(&h);
 	if (keep) {
 		if (f->dormant)
 			watch_drain(&dead); /* it may have died at once */
@@ -1032,7 +930,7 @@ void vfile_sweep_orphans(void)
 	}
 	watch_drain(&dead);
 	pthread_mutex_unlock(&registry_lock);
-	free(h.v);
+	held_free(&h);
 	free_list(dead);
 }
 
