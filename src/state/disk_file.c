@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "disk_file.h"
+#include "disk_room.h"
 
 #define RECORD_NAME "user.vrange.purged"
 #define RECORD_MAGIC "vrdisk1"
@@ -105,7 +106,6 @@ int disk_check_writable(int fd)
 	return 0;
 }
 
-static int open_journal(int fd, dev_t dev);
 
 /*
  * Does punching work on fd's file system?  Asked of a file of our own
@@ -117,7 +117,7 @@ static int open_journal(int fd, dev_t dev);
  */
 static int probe(int fd, const struct stat *st)
 {
-	int t = open_journal(fd, st->st_dev), r = 0;
+	int t = disk_tmpfile(fd, st->st_dev), r = 0;
 	char page[4096] = { 1 };
 	off_t at;
 
@@ -293,8 +293,7 @@ static bool ordered_log(int fd, dev_t dev)
 	       (sfs.f_type == EXT4_SUPER_MAGIC && ext4_has_journal(dev));
 }
 
-/* An O_TMPFILE in fd's directory, on fd's file system: -1 if none. */
-static int open_journal(int fd, dev_t dev)
+int disk_tmpfile(int fd, dev_t dev)
 {
 	char link[64], path[4096];
 	struct stat st;
@@ -344,7 +343,7 @@ static int make_durable(int fd)
 	if (i < njournals)
 		ordered = journals[i].ordered;
 	pthread_mutex_unlock(&journal_lock);
-	t = ordered ? open_journal(fd, st.st_dev) : -1;
+	t = ordered ? disk_tmpfile(fd, st.st_dev) : -1;
 	if (t >= 0) {
 		int r = fsync(t);
 
@@ -389,6 +388,14 @@ static void record_lock(int fd, short type)
 
 static int record_add(int fd, const uint64_t *start, const uint64_t *end, uint32_t n);
 
+/* The room kept on fd's file system given back (disk_room.h)? */
+static bool room_given_back(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && disk_room_give_back(st.st_dev);
+}
+
 int disk_record_add(int fd, const uint64_t *start, const uint64_t *end, uint32_t n)
 {
 	int r;
@@ -413,6 +420,8 @@ static int record_add(int fd, const uint64_t *start, const uint64_t *end, uint32
 	for (uint32_t i = 0; i < n && r == 0; i++)
 		r = insert(&rec, start[i], end[i]);
 	if (r == 0)
+		r = write_record(fd, &rec);
+	if ((r == -ENOSPC || r == -EDQUOT) && room_given_back(fd))
 		r = write_record(fd, &rec);
 	if (r == 0)
 		r = make_durable(fd);

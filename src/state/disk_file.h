@@ -76,6 +76,10 @@ int disk_record_add(int fd, const uint64_t *start, const uint64_t *end,
  * purge's fsync makes the clear durable too.  0 or -errno. */
 int disk_record_clear(int fd, uint64_t start, uint64_t end) VR_HIDDEN;
 
+/* An O_TMPFILE (read-write, close-on-exec) in the directory of disk file
+ * fd, on its file system dev: a descriptor, or -1 if none can be made. */
+int disk_tmpfile(int fd, dev_t dev) VR_HIDDEN;
+
 /* Does fd carry a record?  (One fgetxattr of size 0.) */
 bool disk_record_present(int fd) VR_HIDDEN;
 

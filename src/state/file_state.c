@@ -29,6 +29,7 @@
 #include "any_mapping.h"
 #include "app_map_faults.h"
 #include "disk_file.h"
+#include "disk_room.h"
 #include "file_index.h"
 #include "file_state.h"
 #include "held_files.h"
@@ -156,8 +157,27 @@ static int own_descriptor(int fd, bool *own_ofd)
 	return nfd < 0 ? -errno : nfd;
 }
 
+/* A disk file that may be punched keeps room for its records on its file
+ * system while we hold it by our descriptor (disk_room.h). */
+static void room_take(struct vfile *f)
+{
+	if (f->disk && !f->disk_refused && f->fd >= 0 && !f->disk_room) {
+		disk_room_take(f->fd, f->dev);
+		f->disk_room = true;
+	}
+}
+
+static void room_drop(struct vfile *f)
+{
+	if (f->disk_room) {
+		disk_room_drop(f->dev);
+		f->disk_room = false;
+	}
+}
+
 static void vfile_free(struct vfile *f)
 {
+	room_drop(f);
 	if (f->wd >= 0 && watch_ifd >= 0)
 		inotify_rm_watch(watch_ifd, f->wd);
 	if (f->fd >= 0 && !f->fd_borrowed)
@@ -266,6 +286,7 @@ static int vfile_new(int fd, const struct stat *st, struct vfile **out)
 		r = disk_load(f, (uint64_t)st->st_size);
 	if (r < 0)
 		goto fail;
+	room_take(f);
 	*out = f;
 	return 0;
 fail:
@@ -660,6 +681,7 @@ static void go_dormant(struct vfile *f)
 	}
 	if (!birth_time(f->fd, &f->btime_sec, &f->btime_nsec))
 		f->btime_sec = f->btime_nsec = 0;
+	room_drop(f);
 	close(f->fd);
 	f->fd = -1;
 	f->sh.user_fd = -1; /* a moved state is found through it */
@@ -694,6 +716,7 @@ static struct vfile *revive(int fd, const struct stat *st, struct vfile **dead)
 	f->sh.user_fd = nfd;
 	f->dormant = false;
 	f->refs = 1;
+	room_take(f);
 	if (f->shared) /* a fork child kept it without being a holder */
 		vshared_add_self(f->fd, &f->sh, &f->tree);
 	return f;
@@ -1450,8 +1473,11 @@ static void punch_batch(struct vfile *f, const struct batch *b, struct spans *le
  * A disk file's batch is recorded durably before anything is punched
  * (disk_file.h).  Where the record cannot take it, the runs go back to
  * volatile with their own ages (nothing was punched, nothing is reported
- * purged) and the file is never punched again: -EOPNOTSUPP, and the reason
- * stays in disk_refused for the stats.
+ * purged): -EOPNOTSUPP, this pass passes the file over.  Where the file
+ * system lacks the space for it even after the room kept for records was
+ * given back (disk_room.h), a later pass tries again; any other refusal is
+ * for good: the file is never punched again, and the reason stays in
+ * disk_refused for the stats.
  */
 static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 {
@@ -1465,6 +1491,10 @@ static int disk_record(struct vfile *f, struct batch *b, uint64_t *pages)
 			vr_debug("disk file %lu: pages left recorded purged",
 				 (unsigned long)f->ino);
 		*pages -= b->end[i] - b->start[i];
+	}
+	if (r == -ENOSPC || r == -EDQUOT) {
+		vr_debug("disk file %lu: no space for its record yet", (unsigned long)f->ino);
+		return -EOPNOTSUPP;
 	}
 	f->disk_refused = r == -E2BIG ? record_full :
 			  r == -EIO ? "its record could not be made durable" :
@@ -1650,6 +1680,8 @@ static int discard_batch(struct vfile *f, const struct rt_range *first,
 	if (f->disk && b.n && (r = disk_record(f, &b, pages)) < 0)
 		return r;
 	punch_batch(f, &b, &unpunched);
+	if (f->disk_room)
+		disk_room_refill(f->dev);
 	settle_punched(f, &b, &unpunched, pages);
 	after = allocated_bytes(f->fd);
 	if (f->disk && lim->memory)

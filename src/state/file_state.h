@@ -112,6 +112,7 @@ struct vfile {
 	struct vmap *maps;        /* guarded by lock */
 	bool disk;                /* a file of a real file system (disk_file.h):
 				   * punched only after a durable record */
+	bool disk_room;           /* counted in disk_room_take (disk_room.h) */
 	const char *_Atomic disk_refused; /* why such a file is never punched
 				   * ("" or NULL: it is), set once */
 };
