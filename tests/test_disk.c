@@ -15,7 +15,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -840,6 +842,89 @@ DISK_TEST(rename_over_is_another_file, "no file system could be mounted")
  * file system, ext4 one that needs a block), from the room the library
  * keeps for it, and the punch then gives the space to the writer.
  */
+/*
+ * fork() while another thread takes and lets go of disk files: the child
+ * must find no lock of the disk layer held by a thread it does not have
+ * (the room's lock is held across a close or a commit).  Each child
+ * marks a disk file of its own (it takes room) and exits; one stuck
+ * shows as a child that does not exit.
+ */
+struct churn {
+	int fd;
+	_Atomic bool stop;
+	_Atomic int failed; /* what failed; no assertion in the loop: Check's
+			     * would hold its own lock across the forks */
+};
+
+static void *churn_files(void *arg)
+{
+	struct churn *c = arg;
+
+	while (!atomic_load(&c->stop) && !atomic_load(&c->failed))
+		if (vrange_fd_mark_volatile(c->fd, 0, (off_t)ps) != 0 ||
+		    vrange_fd_forget(c->fd) != 0)
+			atomic_store(&c->failed, 1);
+	return NULL;
+}
+
+/* The child's own file: no Check assertion after fork (its lock may be
+ * another thread's). */
+static int child_file(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	return fd >= 0 && ftruncate(fd, (off_t)(2 * ps)) == 0 ? fd : -1;
+}
+
+static int fork_while_files_come_and_go_on(const struct tfs *f)
+{
+	struct churn c = { 0 };
+	struct timespec t0, t1;
+	char path[256], cpath[256];
+	pthread_t th;
+	int forks = 0, stuck = 0;
+
+	path_in(f, "forked", path, sizeof(path));
+	c.fd = make_file_in(f, "churn", 4, cpath);
+	ck_assert_int_eq(pthread_create(&th, NULL, churn_files, &c), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		pid_t pid = fork();
+		int status = 0;
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			int fd = child_file(path);
+
+			_exit(fd >= 0 && vrange_fd_mark_volatile(fd, 0, (off_t)ps) == 0 &&
+			      vrange_fd_forget(fd) == 0 ? 0 : 1);
+		}
+		/* 10 s for a child that takes milliseconds (even inside
+		 * fork(), in the library's handlers) */
+		for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+			usleep(10000);
+		if (waitpid(pid, &status, WNOHANG) == 0) {
+			kill(pid, SIGKILL);
+			ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+			stuck++;
+		} else {
+			ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		}
+		forks++;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while (t1.tv_sec - t0.tv_sec < 2 && !stuck);
+	atomic_store(&c.stop, true);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(atomic_load(&c.failed), 0);
+	close(c.fd);
+	unlink(cpath);
+	unlink(path);
+	if (stuck)
+		ck_abort_msg("%s: a child was stuck after %d forks", f->type, forks);
+	return 1;
+}
+DISK_TEST(fork_while_files_come_and_go, "no file system could be mounted")
+
 /* What disk_room.h keeps (DISK_ROOM_BYTES). */
 #define DISK_ROOM (1u << 20)
 
@@ -1205,6 +1290,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, marks_end_with_last_holder);
 	tcase_add_test(tc, rename_over_is_another_file);
 	tcase_add_test(tc, full_file_system_still_punches);
+	tcase_add_test(tc, fork_while_files_come_and_go);
 	tcase_add_test(tc, reserve_gives_space_to_a_writer);
 	tcase_add_test(tc, random_kills);
 	tcase_add_test(tc, dirty_pages_not_written_back);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "disk_file.h"
 #include "env.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -109,7 +110,8 @@ static void read_env(void)
 /* Lock order: the monitor's wakefulness, the cache list, purge engine, file registry and files,
  * region table, state pool, userfaultfd's probe and mapping lists (a
  * monitor purging holds the purge engine's lock when it lets go of an
- * armed mapping: those last two come after it). */
+ * armed mapping: those two come after it), and last the disk layer's
+ * tables, taken under file locks. */
 static void fork_prepare(void)
 {
 	/* Before any lock: it takes them itself. */
@@ -121,10 +123,12 @@ static void fork_prepare(void)
 	region_fork_prepare();
 	pool_fork_prepare();
 	uffd_fork_prepare();
+	disk_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	disk_fork_done();
 	pool_fork_parent();
 	region_fork_parent();
 	vfile_fork_done();
@@ -137,6 +141,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	vr_tick_attach(NULL); /* no ticker until the child's monitor starts */
+	disk_fork_done();
 	pool_fork_child();
 	region_fork_child();
 	vfile_fork_child();

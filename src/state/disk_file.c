@@ -354,6 +354,20 @@ static int make_durable(int fd)
 	return fsync(fd) < 0 ? -EIO : 0;
 }
 
+void disk_fork_prepare(void)
+{
+	pthread_mutex_lock(&probe_lock);
+	pthread_mutex_lock(&journal_lock);
+	disk_room_fork_prepare();
+}
+
+void disk_fork_done(void)
+{
+	disk_room_fork_done();
+	pthread_mutex_unlock(&journal_lock);
+	pthread_mutex_unlock(&probe_lock);
+}
+
 static int kill_after_record = -1;
 
 void disk_test_after_record(void)

@@ -83,6 +83,12 @@ int disk_tmpfile(int fd, dev_t dev) VR_HIDDEN;
 /* Does fd carry a record?  (One fgetxattr of size 0.) */
 bool disk_record_present(int fd) VR_HIDDEN;
 
+/* fork(): the disk layer's locks (its probes, its journals, the records'
+ * room) held across it, after every file lock (they are taken under
+ * those), so that the child finds none held by a thread it lacks. */
+void disk_fork_prepare(void) VR_HIDDEN;
+void disk_fork_done(void) VR_HIDDEN;
+
 /* Test hook (tests/test_disk.c): with VRANGE_TEST_KILL_AFTER_RECORD=1 in
  * the environment at start-up, the process kills itself with SIGKILL right
  * after the first record is durable and before the punch. */

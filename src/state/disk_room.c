@@ -96,3 +96,14 @@ void disk_room_refill(dev_t dev)
 		allocate(m);
 	pthread_mutex_unlock(&room_lock);
 }
+
+void disk_room_fork_prepare(void)
+{
+	pthread_mutex_lock(&room_lock);
+}
+
+/* Parent and child alike: the table is whole (nobody was inside). */
+void disk_room_fork_done(void)
+{
+	pthread_mutex_unlock(&room_lock);
+}

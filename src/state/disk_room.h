@@ -44,4 +44,9 @@ bool disk_room_give_back(dev_t dev) VR_HIDDEN;
  * space); room that cannot be had yet is tried again next time. */
 void disk_room_refill(dev_t dev) VR_HIDDEN;
 
+/* fork(): the room's lock is held across it (it is taken under file
+ * locks, held across system calls: disk_fork_prepare orders it). */
+void disk_room_fork_prepare(void) VR_HIDDEN;
+void disk_room_fork_done(void) VR_HIDDEN;
+
 #endif
