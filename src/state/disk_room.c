@@ -46,9 +46,13 @@ void disk_room_take(int fd, dev_t dev)
 	m = room_of(dev);
 	if (!m && nrooms < ROOMS_MAX) {
 		m = &rooms[nrooms++];
-		*m = (struct room){ .dev = dev, .fd = disk_tmpfile(fd, dev) };
+		*m = (struct room){ .dev = dev, .fd = -1 };
 	}
 	if (m) {
+		/* None yet: the first file's directory may not have let us
+		 * make one; this one's may. */
+		if (m->fd < 0)
+			m->fd = disk_tmpfile(fd, dev);
 		m->users++;
 		allocate(m);
 	}
