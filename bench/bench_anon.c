@@ -26,6 +26,7 @@
 
 #include <vrange.h>
 
+#include "bench_pair.h"
 #include "bench_util.h"
 
 #define REPS 5
@@ -36,25 +37,6 @@ static size_t ps;
 static double lesser(double a, double b)
 {
 	return a < b ? a : b;
-}
-
-/* Per-pair ns of n region pairs on [off, off + len). */
-static double pair_region(vrange_region *r, size_t off, size_t len, long n)
-{
-	double t0 = now_ns();
-
-	{
-		for (long i = 0; i < n; i++) {
-			int ret = vrange_mark_volatile(r, off, len);
-
-			if (ret < 0)
-				die("vrange_mark_volatile", -ret);
-			ret = vrange_mark_nonvolatile(r, off, len);
-			if (ret != VRANGE_INTACT)
-				die("vrange_mark_nonvolatile", ret < 0 ? -ret : EIO);
-		}
-	}
-	return (now_ns() - t0) / (double)n;
 }
 
 /* Per-pair ns of n vrange() pairs on [p, p + len). */
@@ -190,11 +172,11 @@ int main(void)
 
 	reg4 = regaddr4 = anon4 = heap4 = reg2m = anon2m = shm4 = 1e30;
 	for (int round = 0; round < ROUNDS; round++) {
-		reg4 = lesser(reg4, pair_region(r, 0, ps, n_small));
+		reg4 = lesser(reg4, pair_batch(r, 0, ps, n_small));
 		regaddr4 = lesser(regaddr4, pair_addr(rb, ps, n_small));
 		anon4 = lesser(anon4, pair_addr(anon, ps, n_small));
 		heap4 = lesser(heap4, pair_addr(hp, ps, n_small));
-		reg2m = lesser(reg2m, pair_region(r, 0, big, n_big));
+		reg2m = lesser(reg2m, pair_batch(r, 0, big, n_big));
 		anon2m = lesser(anon2m, pair_addr(anon, big, n_big));
 		shm4 = lesser(shm4, pair_addr(shm, ps, n_small / 10));
 	}

@@ -30,31 +30,12 @@
 
 #include <vrange.h>
 
+#include "bench_pair.h"
 #include "bench_util.h"
 
 #define REPS 5
 
 static size_t ps;
-
-/* Per-pair time in ns of n pairs on [off, off + len) of r: a function of
- * its own, as the floor's loop is, so that neither is measured inside
- * another's register allocation. */
-static __attribute__((noinline)) double pair_batch(vrange_region *r, size_t off,
-						   size_t len, long n)
-{
-	double t0 = now_ns();
-
-	for (long i = 0; i < n; i++) {
-		int ret = vrange_mark_volatile(r, off, len);
-
-		if (ret < 0)
-			die("vrange_mark_volatile", -ret);
-		ret = vrange_mark_nonvolatile(r, off, len);
-		if (ret != VRANGE_INTACT)
-			die("vrange_mark_nonvolatile", ret < 0 ? -ret : EIO);
-	}
-	return (now_ns() - t0) / (double)n;
-}
 
 /* Best per-pair time in ns of n pairs on [off, off + len) of r. */
 static double pair_region(vrange_region *r, size_t off, size_t len, long n)

@@ -836,6 +836,31 @@ static int rename_over_is_another_file_on(const struct tfs *f)
 }
 DISK_TEST(rename_over_is_another_file, "no file system could be mounted")
 
+/* A cache of bytes (whole MiB) at path: written, synced, and each MiB
+ * entry marked volatile in turn, oldest first.  Its descriptor. */
+static int volatile_cache(const char *path, uint64_t bytes, const char *buf)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	for (uint64_t o = 0; o < bytes; o += 1 << 20)
+		ck_assert_int_eq(pwrite(fd, buf, 1 << 20, (off_t)o), 1 << 20);
+	ck_assert_int_eq(fsync(fd), 0);
+	for (uint64_t o = 0; o < bytes; o += 1 << 20)
+		ck_assert_int_eq(vrange_fd_mark_volatile(fd, (off_t)o, 1 << 20), 0);
+	return fd;
+}
+
+/* What a space purge of such a cache reports: its oldest entry punched,
+ * its newest intact; then its state is forgotten. */
+static void oldest_punched_newest_intact(int fd, uint64_t bytes)
+{
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, 1 << 20), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(bytes - (1 << 20)), 1 << 20),
+			 VRANGE_INTACT);
+	ck_assert_int_eq(vrange_fd_forget(fd), 0);
+}
+
 /*
  * The file system fills up before anything was ever punched: the record
  * must still be written (xfs refuses every attribute change on a full
@@ -945,13 +970,7 @@ static int full_file_system_still_punches_on(const struct tfs *f)
 	ck_assert_int_eq(statvfs(f->dir, &sv), 0);
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	cache_bytes = (avail / 2) & ~(uint64_t)((1 << 20) - 1);
-	cfd = open(cpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	ck_assert_int_ge(cfd, 0);
-	for (uint64_t o = 0; o < cache_bytes; o += 1 << 20)
-		ck_assert_int_eq(pwrite(cfd, buf, 1 << 20, (off_t)o), 1 << 20);
-	ck_assert_int_eq(fsync(cfd), 0);
-	for (uint64_t o = 0; o < cache_bytes; o += 1 << 20)
-		ck_assert_int_eq(vrange_fd_mark_volatile(cfd, (off_t)o, 1 << 20), 0);
+	cfd = volatile_cache(cpath, cache_bytes, buf);
 	/* full: to the last block the writer can have */
 	wfd = open(wpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	ck_assert_int_ge(wfd, 0);
@@ -982,10 +1001,7 @@ static int full_file_system_still_punches_on(const struct tfs *f)
 			ck_abort_msg("%s: freed %zd, and a write of 1 MiB still fails: %s",
 				     f->type, freed, strerror(errno));
 	}
-	ck_assert_int_eq(vrange_fd_mark_nonvolatile(cfd, 0, 1 << 20), VRANGE_PURGED);
-	ck_assert_int_eq(vrange_fd_mark_nonvolatile(cfd, (off_t)(cache_bytes - (1 << 20)),
-						    1 << 20), VRANGE_INTACT);
-	ck_assert_int_eq(vrange_fd_forget(cfd), 0);
+	oldest_punched_newest_intact(cfd, cache_bytes);
 	free(buf);
 	close(cfd);
 	close(wfd);
@@ -1025,15 +1041,8 @@ static int reserve_gives_space_to_a_writer_on(const struct tfs *f)
 	buf = malloc(1 << 20);
 	ck_assert_ptr_nonnull(buf);
 	memset(buf, 0x5a, 1 << 20);
-	cfd = open(cpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	ck_assert_int_ge(cfd, 0);
-	for (uint64_t o = 0; o < cache_bytes; o += 1 << 20)
-		ck_assert_int_eq(pwrite(cfd, buf, 1 << 20, (off_t)o), 1 << 20);
-	ck_assert_int_eq(fsync(cfd), 0);
 	ck_assert_int_eq(vrange_set_disk_reserve(f->dir, 16 << 20), 0);
-	/* the cache, entry by entry (1 MiB each), oldest first */
-	for (uint64_t o = 0; o < cache_bytes; o += 1 << 20)
-		ck_assert_int_eq(vrange_fd_mark_volatile(cfd, (off_t)o, 1 << 20), 0);
+	cfd = volatile_cache(cpath, cache_bytes, buf);
 	/* the writer wants half the file system */
 	want = cache_bytes / 2;
 	wfd = open(wpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -1078,10 +1087,7 @@ static int reserve_gives_space_to_a_writer_on(const struct tfs *f)
 	}
 	ck_assert_uint_ge(wrote, want);
 	/* what was punched is reported, oldest first */
-	ck_assert_int_eq(vrange_fd_mark_nonvolatile(cfd, 0, 1 << 20), VRANGE_PURGED);
-	ck_assert_int_eq(vrange_fd_mark_nonvolatile(cfd, (off_t)(cache_bytes - (1 << 20)),
-						    1 << 20), VRANGE_INTACT);
-	ck_assert_int_eq(vrange_fd_forget(cfd), 0);
+	oldest_punched_newest_intact(cfd, cache_bytes);
 	free(buf);
 	close(cfd);
 	close(wfd);
