@@ -851,14 +851,20 @@ static int volatile_cache(const char *path, uint64_t bytes, const char *buf)
 	return fd;
 }
 
-/* What a space purge of such a cache reports: its oldest entry punched,
- * its newest intact; then its state is forgotten. */
-static void oldest_punched_newest_intact(int fd, uint64_t bytes)
+/* The end of a space test: what a space purge of the cache at cpath (cfd,
+ * bytes) reports - its oldest entry punched, its newest intact - and the
+ * cache and the writer's file (wfd at wpath) gone. */
+static void end_space_test(int cfd, uint64_t bytes, const char *cpath, int wfd,
+			   const char *wpath)
 {
-	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, 0, 1 << 20), VRANGE_PURGED);
-	ck_assert_int_eq(vrange_fd_mark_nonvolatile(fd, (off_t)(bytes - (1 << 20)), 1 << 20),
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(cfd, 0, 1 << 20), VRANGE_PURGED);
+	ck_assert_int_eq(vrange_fd_mark_nonvolatile(cfd, (off_t)(bytes - (1 << 20)), 1 << 20),
 			 VRANGE_INTACT);
-	ck_assert_int_eq(vrange_fd_forget(fd), 0);
+	ck_assert_int_eq(vrange_fd_forget(cfd), 0);
+	close(cfd);
+	close(wfd);
+	unlink(cpath);
+	unlink(wpath);
 }
 
 /*
@@ -1001,12 +1007,8 @@ static int full_file_system_still_punches_on(const struct tfs *f)
 			ck_abort_msg("%s: freed %zd, and a write of 1 MiB still fails: %s",
 				     f->type, freed, strerror(errno));
 	}
-	oldest_punched_newest_intact(cfd, cache_bytes);
+	end_space_test(cfd, cache_bytes, cpath, wfd, wpath);
 	free(buf);
-	close(cfd);
-	close(wfd);
-	unlink(cpath);
-	unlink(wpath);
 	return 1;
 }
 DISK_TEST(full_file_system_still_punches, "no file system could be mounted")
@@ -1087,12 +1089,8 @@ static int reserve_gives_space_to_a_writer_on(const struct tfs *f)
 	}
 	ck_assert_uint_ge(wrote, want);
 	/* what was punched is reported, oldest first */
-	oldest_punched_newest_intact(cfd, cache_bytes);
+	end_space_test(cfd, cache_bytes, cpath, wfd, wpath);
 	free(buf);
-	close(cfd);
-	close(wfd);
-	unlink(cpath);
-	unlink(wpath);
 	return 1;
 }
 DISK_TEST(reserve_gives_space_to_a_writer, "no file system could be mounted")
