@@ -14,6 +14,7 @@
 #include <sys/xattr.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -240,6 +241,67 @@ static int create_meta(uint64_t user_size, uint64_t file_size)
 	return mfd;
 }
 
+/*
+ * Metadata descriptors vshared_format() left open for a vfile of this
+ * process to take over (open_holder): nobody else's.  Any other descriptor
+ * an entry of this process names is a vfile's, which may be closing it
+ * this very moment (a forget or a last put on another thread, the
+ * registry entry already gone): that one is reopened, never taken - a
+ * vfile that took it used a number its owner then closed (fd_hint's test
+ * of forgets under pairs: -EIO, and a later close of whatever reused it).
+ */
+static pthread_mutex_t unowned_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *unowned;
+static size_t nunowned, unowned_cap;
+
+static int unowned_add(int mfd)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&unowned_lock);
+	if (nunowned == unowned_cap) {
+		size_t cap = unowned_cap ? 2 * unowned_cap : 16;
+		int *v = realloc(unowned, cap * sizeof(*v));
+
+		if (v) {
+			unowned = v;
+			unowned_cap = cap;
+		}
+	}
+	if (nunowned < unowned_cap)
+		unowned[nunowned++] = mfd;
+	else
+		r = -ENOMEM;
+	pthread_mutex_unlock(&unowned_lock);
+	return r;
+}
+
+/* Is mfd a descriptor format left for the taking?  Then it is the
+ * caller's now. */
+static bool unowned_take(int mfd)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&unowned_lock);
+	for (size_t i = 0; i < nunowned && !found; i++)
+		if (unowned[i] == mfd) {
+			unowned[i] = unowned[--nunowned];
+			found = true;
+		}
+	pthread_mutex_unlock(&unowned_lock);
+	return found;
+}
+
+void vshared_fork_prepare(void)
+{
+	pthread_mutex_lock(&unowned_lock);
+}
+
+void vshared_fork_done(void)
+{
+	pthread_mutex_unlock(&unowned_lock);
+}
+
 int vshared_format(int fd, uint64_t user_size)
 {
 	struct vshared_xattr x = { .magic = XATTR_MAGIC, .version = VSHARED_VERSION };
@@ -263,9 +325,12 @@ int vshared_format(int fd, uint64_t user_size)
 	x.nholders = 1;
 	x.h[0].pid = getpid();
 	x.h[0].fd = mfd;
-	r = write_xattr(fd, &x);
+	r = unowned_add(mfd);
+	if (r == 0)
+		r = write_xattr(fd, &x);
 	if (r == 0)
 		return 0;
+	unowned_take(mfd);
 fail:
 	close(mfd);
 	return r;
@@ -279,11 +344,11 @@ void vshared_unformat(int fd)
 
 	if (read_xattr(fd, &x) != 1)
 		return;
-	/* Only a descriptor still naming that metadata file: a vfile that
-	 * took it over and failed has closed it, and the number may be
-	 * someone else's by now. */
+	/* Only the descriptor format left for the taking: a vfile that took
+	 * it over and failed has closed it, and the number may be someone
+	 * else's by now. */
 	for (uint32_t i = 0; i < x.nholders; i++)
-		if (x.h[i].pid == getpid() && x.h[i].fd >= 0 && is_meta(x.h[i].fd, &x))
+		if (x.h[i].pid == getpid() && x.h[i].fd >= 0 && unowned_take(x.h[i].fd))
 			close(x.h[i].fd);
 }
 
@@ -309,17 +374,22 @@ static bool is_meta(int mfd, const struct vshared_xattr *x)
 
 /*
  * A descriptor of the metadata through holder i, or -1.  An entry of this
- * very process is the descriptor vshared_format() left open: take it over.
+ * very process naming the descriptor vshared_format() left open is taken
+ * over; any other is reopened, as another process's is (see unowned).
  */
 static int open_holder(const struct vshared_xattr *x, uint32_t i)
 {
 	char path[64];
 	int mfd;
 
-	if (x->h[i].pid == getpid())
-		return x->h[i].fd >= 0 && is_meta(x->h[i].fd, x) ? x->h[i].fd : -1;
 	if (x->h[i].pid <= 0 || x->h[i].fd < 0)
 		return -1;
+	if (x->h[i].pid == getpid() && unowned_take(x->h[i].fd)) {
+		if (is_meta(x->h[i].fd, x))
+			return x->h[i].fd;
+		close(x->h[i].fd); /* not reached: format's own, unchanged */
+		return -1;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)x->h[i].pid, (int)x->h[i].fd);
 	/* Look before opening read-write: only the metadata file itself. */
 	mfd = open(path, O_PATH | O_CLOEXEC);

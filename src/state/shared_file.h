@@ -116,6 +116,11 @@ int vshared_format(int fd, uint64_t user_size) VR_HIDDEN;
  * failed): close the metadata descriptor format left open for it. */
 void vshared_unformat(int fd) VR_HIDDEN;
 
+/* fork(): the table of descriptors format left for the taking is held
+ * across it (a leaf lock, after the disk layer's). */
+void vshared_fork_prepare(void) VR_HIDDEN;
+void vshared_fork_done(void) VR_HIDDEN;
+
 /*
  * Does fd carry shared metadata?  1 and *user_size filled (0 for a foreign
  * file: its size is its own), 0 if not, -EIO if its attribute is
