@@ -13,6 +13,7 @@
 #include "config.h"
 #include "disk_file.h"
 #include "disk_reserve.h"
+#include "fd_hint.h"
 #include "fd_stat.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -46,6 +47,15 @@ static int file_kind(int fd, const struct stat *st, bool *disk)
 	return r;
 }
 
+/* The end of a file-layer call on f: unpinned or its reference put. */
+static void fd_layer_end(struct vfile *f, bool pinned)
+{
+	if (pinned)
+		fd_hint_unpin();
+	else
+		vfile_put(f);
+}
+
 /*
  * Validate a file-layer call and find the file's state (a reference the
  * caller puts).  A file already known was checked when it was first seen,
@@ -57,11 +67,12 @@ static int file_kind(int fd, const struct stat *st, bool *disk)
  * -errno.
  */
 static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
-			  struct vfile **out, uint64_t *start, uint64_t *end)
+			  struct vfile **out, bool *pinned, uint64_t *start,
+			  uint64_t *end)
 {
 	struct vfile *f = NULL;
 	struct stat st;
-	uint64_t user_size;
+	uint64_t user_size, gen = 0;
 	bool disk = false;
 	int r;
 
@@ -72,7 +83,15 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 	if (fd < 0 || fd_stat(fd, &st) < 0)
 		return -EBADF;
 	vr_init();
-	f = vfile_find(st.st_dev, st.st_ino, fd);
+	fd_hint_init();
+	/* The thread's last file, if this is it (fd_hint.h); else the
+	 * registry, with a reference. */
+	f = fd_hint_pin(st.st_dev, st.st_ino);
+	*pinned = f != NULL;
+	if (!f) {
+		gen = fd_hint_gen();
+		f = vfile_find(st.st_dev, st.st_ino, fd);
+	}
 	if (f)
 		/* A disk file: this descriptor must be open for writing too. */
 		r = f->disk ? disk_check_writable(fd) : 0;
@@ -102,51 +121,56 @@ static int fd_layer_begin(int fd, off_t off, off_t len, bool marking,
 		r = vfile_attach_fd_layer(f);
 	if (r < 0 || *start == *end)
 		goto fail;
+	if (!*pinned && atomic_load_explicit(&f->fd_layer, memory_order_relaxed))
+		fd_hint_note(f, st.st_dev, st.st_ino, gen);
 	*out = f;
 	return 1;
 fail:
-	vfile_put(f);
+	fd_layer_end(f, *pinned);
 	return r;
 }
 
 int vrange_fd_mark_volatile(int fd, off_t off, off_t len)
 {
 	struct vfile *f = NULL;
+	bool pinned = false;
 	uint64_t start, end;
-	int r = fd_layer_begin(fd, off, len, true, &f, &start, &end);
+	int r = fd_layer_begin(fd, off, len, true, &f, &pinned, &start, &end);
 
 	if (r <= 0)
 		return r;
 	r = vfile_mark_volatile(f, start, end, 0);
 	if (r == 0 && f->disk && !f->disk_refused)
 		disk_reserve_kick();
-	vfile_put(f);
+	fd_layer_end(f, pinned);
 	return r;
 }
 
 int vrange_fd_mark_nonvolatile(int fd, off_t off, off_t len)
 {
 	struct vfile *f = NULL;
+	bool pinned = false;
 	uint64_t start, end;
-	int r = fd_layer_begin(fd, off, len, false, &f, &start, &end);
+	int r = fd_layer_begin(fd, off, len, false, &f, &pinned, &start, &end);
 
 	if (r <= 0)
 		return r;
 	r = vfile_mark_nonvolatile(f, start, end);
-	vfile_put(f);
+	fd_layer_end(f, pinned);
 	return r;
 }
 
 int vrange_fd_is_volatile(int fd, off_t off, off_t len)
 {
 	struct vfile *f = NULL;
+	bool pinned = false;
 	uint64_t start, end;
-	int r = fd_layer_begin(fd, off, len, false, &f, &start, &end);
+	int r = fd_layer_begin(fd, off, len, false, &f, &pinned, &start, &end);
 
 	if (r <= 0)
 		return r;
 	r = vfile_is_volatile(f, start, end);
-	vfile_put(f);
+	fd_layer_end(f, pinned);
 	return r;
 }
 

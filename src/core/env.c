@@ -12,11 +12,13 @@
 
 #include "cache.h"
 #include "disk_file.h"
+#include "fd_hint.h"
 #include "env.h"
 #include "file_state.h"
 #include "pressure.h"
 #include "purge.h"
 #include "region.h"
+#include "shared_file.h"
 #include "uffd_purge.h"
 
 struct vr_env vr_env = { .monitor = true };
@@ -124,10 +126,12 @@ static void fork_prepare(void)
 	pool_fork_prepare();
 	uffd_fork_prepare();
 	disk_fork_prepare();
+	vshared_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	vshared_fork_done();
 	disk_fork_done();
 	pool_fork_parent();
 	region_fork_parent();
@@ -141,6 +145,8 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	vr_tick_attach(NULL); /* no ticker until the child's monitor starts */
+	fd_hint_fork_child();
+	vshared_fork_done();
 	disk_fork_done();
 	pool_fork_child();
 	region_fork_child();

@@ -31,6 +31,7 @@
 #include "disk_file.h"
 #include "disk_room.h"
 #include "file_index.h"
+#include "fd_hint.h"
 #include "file_state.h"
 #include "held_files.h"
 #include "pressure.h"
@@ -1912,6 +1913,9 @@ int vfile_forget(dev_t dev, ino_t ino)
 		if (!f->shared)
 			vfile_clear_all(f);
 		vfile_publish(f);
+		/* Threads may use f without a reference of their own while
+		 * the file layer's lasts (fd_hint.h): not past this. */
+		fd_hint_forgotten(f);
 		vfile_put(f);
 	}
 	return r;
