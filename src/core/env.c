@@ -113,7 +113,8 @@ static void read_env(void)
  * region table, state pool, userfaultfd's probe and mapping lists (a
  * monitor purging holds the purge engine's lock when it lets go of an
  * armed mapping: those two come after it), and last the disk layer's
- * tables, taken under file locks. */
+ * tables and the shared state's table of unowned descriptors, taken
+ * under file locks. */
 static void fork_prepare(void)
 {
 	/* Before any lock: it takes them itself. */
