@@ -22,6 +22,7 @@ static _Atomic uint64_t slots_busy;  /* hazard slots of live threads */
 static _Atomic uint64_t generation;  /* forgets begun */
 static bool membarrier_ok;           /* set once, before any hint exists */
 static pthread_key_t slot_key;
+static bool slot_key_ok;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static __thread struct {
@@ -47,8 +48,17 @@ static void init(void)
 	membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
 				0, 0) == 0 &&
 			syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
-	if (pthread_key_create(&slot_key, slot_put) != 0)
+	slot_key_ok = pthread_key_create(&slot_key, slot_put) == 0;
+	if (!slot_key_ok)
 		atomic_store(&slots_busy, UINT64_MAX); /* no slot is ever given */
+}
+
+/* A library unloaded: no thread's exit may call into it any more. */
+__attribute__((destructor)) static void fini(void)
+{
+	if (slot_key_ok)
+		pthread_key_delete(slot_key);
+	slot_key_ok = false;
 }
 
 void fd_hint_init(void)
