@@ -57,8 +57,9 @@ static void fd_layer_end(struct vfile *f, bool pinned)
 }
 
 /*
- * Validate a file-layer call and find the file's state (a reference the
- * caller puts).  A file already known was checked when it was first seen,
+ * Validate a file-layer call and find the file's state (*pinned: the
+ * thread's hint, else a reference; fd_layer_end() lets go of either).  A
+ * file already known was checked when it was first seen,
  * so a call on it costs one fstat.  The range is checked against the size
  * the file shows before the file layer takes its own reference, and a
  * query or unmark on a file with no state creates none (unless the state
