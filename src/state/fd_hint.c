@@ -133,6 +133,7 @@ void fd_hint_note(struct vfile *f, dev_t dev, ino_t ino, uint64_t gen)
 
 void fd_hint_forgotten(struct vfile *f)
 {
+	fd_hint_init(); /* membarrier_ok as every user saw it */
 	atomic_fetch_add(&generation, 1);
 	/* Every thread's store to its slot before its read of the
 	 * generation is now seen here, or that read sees the bump. */
