@@ -106,7 +106,6 @@ int disk_check_writable(int fd)
 	return 0;
 }
 
-
 /*
  * Does punching work on fd's file system?  Asked of a file of our own
  * where one can be made (an O_TMPFILE in the file's directory: nobody

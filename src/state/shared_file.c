@@ -336,7 +336,7 @@ fail:
 	return r;
 }
 
-static bool is_meta(int mfd, const struct vshared_xattr *x);
+static bool take_formats_own(const struct vshared_xattr *x, uint32_t i);
 
 void vshared_unformat(int fd)
 {
@@ -348,7 +348,7 @@ void vshared_unformat(int fd)
 	 * it over and failed has closed it, and the number may be someone
 	 * else's by now. */
 	for (uint32_t i = 0; i < x.nholders; i++)
-		if (x.h[i].pid == getpid() && x.h[i].fd >= 0 && unowned_take(x.h[i].fd))
+		if (take_formats_own(&x, i))
 			close(x.h[i].fd);
 }
 
@@ -372,6 +372,16 @@ static bool is_meta(int mfd, const struct vshared_xattr *x)
 	       (uint64_t)st.st_ino == x->meta_ino;
 }
 
+/* Is holder i this process's descriptor that vshared_format() left open
+ * for x's metadata?  Then it is the caller's now.  Metadata first: an
+ * entry of ours left over from an earlier state may name a number that
+ * is now another file's format descriptor, which stays its own. */
+static bool take_formats_own(const struct vshared_xattr *x, uint32_t i)
+{
+	return x->h[i].pid == getpid() && x->h[i].fd >= 0 && is_meta(x->h[i].fd, x) &&
+	       unowned_take(x->h[i].fd);
+}
+
 /*
  * A descriptor of the metadata through holder i, or -1.  An entry of this
  * very process naming the descriptor vshared_format() left open is taken
@@ -384,12 +394,8 @@ static int open_holder(const struct vshared_xattr *x, uint32_t i)
 
 	if (x->h[i].pid <= 0 || x->h[i].fd < 0)
 		return -1;
-	if (x->h[i].pid == getpid() && unowned_take(x->h[i].fd)) {
-		if (is_meta(x->h[i].fd, x))
-			return x->h[i].fd;
-		close(x->h[i].fd); /* not reached: format's own, unchanged */
-		return -1;
-	}
+	if (take_formats_own(x, i))
+		return x->h[i].fd;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)x->h[i].pid, (int)x->h[i].fd);
 	/* Look before opening read-write: only the metadata file itself. */
 	mfd = open(path, O_PATH | O_CLOEXEC);
