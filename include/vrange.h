@@ -186,7 +186,8 @@ struct vrange_inline_word {
  * one thread whose token is in owner[k], stripe 0 by atomic add. */
 struct vrange_inline_stripe {
 	int64_t vol;      /**< words made volatile minus those made not */
-	char pad[120];    /**< a line pair each */
+	int64_t busy;     /**< the owner's plain marks under way */
+	char pad[112];    /**< the library's; a line pair each */
 };
 
 /** The header of a file's page words: the words lie right before it, in
@@ -204,7 +205,9 @@ struct vrange_inline_words {
 	uint32_t ord_costly;     /**< the library's */
 	uint64_t ord_unit;       /**< the library's */
 	uint64_t owner[4];       /**< stripe k's owner thread token, or 0 */
-	char pad[32];            /**< to 128 bytes */
+	uint32_t plain;          /**< 1: a mark may be plain (no locked
+				  *   instruction) where the library says so */
+	char pad[28];            /**< to 128 bytes */
 	struct vrange_inline_stripe stripe[4]; /**< the lock-free counts */
 };
 
@@ -251,7 +254,10 @@ struct vrange_inline_clock {
 /** What the inline path needs of the library as a whole. */
 struct vrange_inline_lib {
 	uint32_t abi;        /**< VRANGE_INLINE_ABI, else vrange() takes the call */
-	uint32_t reserved;
+	/** Nonzero: this process's marks may be plain - a word in no state
+	 * turned volatile by plain stores inside the stripe's busy count,
+	 * which the library's purges wait for (0 in libraries before it). */
+	uint32_t plain;
 	/** clock_gettime(2), the vDSO's where the library found it: the
 	 * ages are of VRANGE_INLINE_CLOCK */
 	int (*clock_gettime)(int, struct vrange_inline_ts *);
@@ -412,6 +418,41 @@ __VRANGE_ALWAYS_INLINE int __vrange_mark_time(const struct vrange_inline_lib *li
 	return 1;
 }
 
+/* The plain mark, the library's pw_plain_mark: a word in no state made
+ * volatile by plain stores - no locked instruction - where this process
+ * and the area allow it and the thread counts in a stripe of its own,
+ * inside that stripe's busy count, which a purge waits for before it
+ * swaps a word to purged (docs/design.md, "The plain mark").  Counted
+ * before the word turns volatile.  0: not done (take the swap). */
+__VRANGE_ALWAYS_INLINE int __vrange_plain_mark(const struct vrange_region_inline *h,
+					       struct vrange_inline_words *hd, int64_t *cnt,
+					       struct vrange_inline_word *w, uint64_t now,
+					       uint64_t nt)
+{
+	uint64_t *tag = (uint64_t *)(void *)&w->prio;
+	int64_t *busy;
+	int done = 0;
+
+	if (!__atomic_load_n(&h->lib.plain, __ATOMIC_RELAXED) || cnt == &hd->stripe[0].vol)
+		return 0;
+	busy = &((struct vrange_inline_stripe *)(void *)cnt)->busy;
+	/* A signal handler's mark in between puts busy back as it found it. */
+	__atomic_store_n(busy, __atomic_load_n(busy, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&hd->plain, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(tag, __ATOMIC_RELAXED)) {
+		__atomic_store_n(cnt, __atomic_load_n(cnt, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
+		VRANGE_INLINE_TEST_HOOK(0);
+		__atomic_store_n(&w->seq, now, __ATOMIC_RELAXED);
+		__atomic_store_n(tag, nt, __ATOMIC_RELAXED);
+		done = 1;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(busy, __atomic_load_n(busy, __ATOMIC_RELAXED) - 1, __ATOMIC_RELAXED);
+	return done;
+}
+
 /* The mark of one page at cost c (0: the region's): 1 done, 0 take the
  * call (which may redo it). */
 __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, size_t off,
@@ -450,6 +491,8 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, siz
 	 * there.  Counted before the word turns volatile: a thread killed in
 	 * between leaves the count high (a scan for nothing), never low. */
 	ot = 0;
+	if (__vrange_plain_mark(h, hd, cnt, w, now, nt))
+		goto marked;
 	for (;;) {
 		st = (uint32_t)(ot >> 32) & 0xffffu;
 		if (st > 1)
@@ -464,6 +507,7 @@ __VRANGE_ALWAYS_INLINE int __vrange_try_mark(struct vrange_region_inline *h, siz
 		if (!st)
 			__vrange_count(hd, cnt, -1);
 	}
+marked:
 	if (__atomic_load_n(&hd->ord_built, __ATOMIC_SEQ_CST) &&
 	    !__atomic_load_n(&hd->ord_stale, __ATOMIC_RELAXED))
 		__atomic_store_n(&hd->ord_stale, 1, __ATOMIC_RELAXED);
@@ -672,6 +716,9 @@ struct vrange_stats {
 	/* Contract 10, issue 27 (appended after the disk fields): */
 	uint64_t purged_cost;         /**< pages discarded since start, each
 				       *   times its cost (vrange_mark_volatile_cost) */
+	/* Issue 28 (appended after purged_cost): */
+	char plain_marks_off[32];     /**< "" or why this process's marks take a
+				       *   locked instruction (no plain marks) */
 };
 
 /** Fill the first @p size bytes of @p out (sizeof(struct vrange_stats) of

@@ -261,6 +261,8 @@ static void fill_stats(struct vrange_stats *out)
 		strncpy(out->disk_unpunchable_why, why,
 			sizeof(out->disk_unpunchable_why) - 1);
 	}
+	strncpy(out->plain_marks_off, plain_marks_off_why(),
+		sizeof(out->plain_marks_off) - 1);
 	strncpy(out->access_fallback, uffd_fallback_reason(),
 		sizeof(out->access_fallback) - 1);
 	uffd_fallbacks(&out->sigbus_fallbacks, out->sigbus_fallback,

@@ -28,7 +28,10 @@
  *    claim to the next thread; pw_release_stripes gives them back; a fork
  *    child claims a stripe of its own.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,6 +47,22 @@ enum { NP = 64, PAGE = 9 };
 static struct pw P;
 static void *area;
 static int step; /* what the hook does next; 0: nothing */
+
+static void setup(void);
+
+/* The swap alone (plain marks off), or plain marks where the word is in
+ * no state: every case runs both ways. */
+static void setup_swap(void)
+{
+	plain_fence_init(false);
+	setup();
+}
+
+static void setup_plain(void)
+{
+	plain_fence_init(true);
+	setup();
+}
 
 static void setup(void)
 {
@@ -447,12 +466,185 @@ START_TEST(fork_child_claims_its_own)
 }
 END_TEST
 
-Suite *test_suite(void)
-{
-	Suite *s = suite_create("page-words-race");
-	TCase *tc = tcase_create("race");
+/* ---- The plain mark ------------------------------------------------------ */
 
-	tcase_add_checked_fixture(tc, setup, teardown);
+static int64_t stripe_busy(unsigned int k)
+{
+	return __atomic_load_n(&pw_stripes_of(P.h)[k].busy, __ATOMIC_ACQUIRE);
+}
+
+static bool plain_here(void)
+{
+	if (!lock_free_here())
+		return false;
+	if (!plain_marks_on()) {
+		fprintf(stderr, "SKIP: no plain marks here (%s)\n", plain_marks_off_why());
+		return false;
+	}
+	P.h->plain = 1;
+	return true;
+}
+
+/* What the hook saw of the marking thread's own stripe. */
+static int64_t busy_seen;
+
+static void see_busy(int where)
+{
+	if (where == PW_BEFORE_SWAP)
+		busy_seen = stripe_busy(pw_my_stripe);
+}
+
+/* A mark of a word in no state is plain (inside its stripe's busy count),
+ * a re-mark and a mark with plain marks stopped are swaps. */
+START_TEST(plain_mark_inside_busy)
+{
+	if (!plain_here())
+		return;
+	pw_test_hook = see_busy;
+	busy_seen = -1;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	ck_assert_int_eq(busy_seen, 1);
+	ck_assert_int_eq(stripe_busy(pw_my_stripe), 0);
+	ck_assert_uint_eq(age_of(PAGE), 2);
+	busy_seen = -1;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 3), 1);
+	ck_assert_int_eq(busy_seen, 0);
+	ck_assert_uint_eq(age_of(PAGE), 3);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 1);
+	ck_assert_int_eq(pw_plain_stop(&P), 0);
+	ck_assert_uint_eq(P.h->plain, 0);
+	busy_seen = -1;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 4), 1);
+	ck_assert_int_eq(busy_seen, 0);
+	pw_plain_resume(&P);
+	ck_assert_uint_eq(P.h->plain, 1);
+	ck_assert_uint_eq(pw_vol(&P), 1);
+	ck_assert_int_eq(pw_check(&P), 0);
+}
+END_TEST
+
+/* Inside a plain mark of PAGE (which loaded the word as "no state"),
+ * another thread marks PAGE, and a third purges it. */
+static _Atomic int purge_ret = 1;
+static _Atomic uint64_t purge_stop;
+
+static void *mark_page(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 5), 1);
+	return NULL;
+}
+
+static void *purge_page(void *arg)
+{
+	struct pw_delta d = { 0 };
+	uint64_t stop = 0;
+
+	(void)arg;
+	atomic_store(&purge_ret, pw_purge_exact(&P, PAGE, PAGE + 1, &stop, &d));
+	atomic_store(&purge_stop, stop);
+	return NULL;
+}
+
+static pthread_t purger;
+static bool join_purger; /* the hook waits for the purge (it gives up) */
+
+static void cross_the_window(int where)
+{
+	pthread_t marker;
+
+	if (where != PW_BEFORE_SWAP || !step)
+		return;
+	step = 0;
+	ck_assert_int_eq(pthread_create(&marker, NULL, mark_page, NULL), 0);
+	ck_assert_int_eq(pthread_join(marker, NULL), 0);
+	ck_assert_uint_eq(state_of(PAGE), RT_VOLATILE);
+	ck_assert_int_eq(pthread_create(&purger, NULL, purge_page, NULL), 0);
+	if (join_purger) {
+		ck_assert_int_eq(pthread_join(purger, NULL), 0);
+		return;
+	}
+	/* The purge must wait for this mark: still under way a while later
+	 * (well within its PLAIN_WAIT_NS). */
+	usleep(5000);
+	ck_assert_int_eq(atomic_load(&purge_ret), 1);
+}
+
+/* The purge waits until the plain mark is done, then takes the page: the
+ * mark's store never lands on "purged" (which an unmark would then call
+ * volatile and INTACT). */
+START_TEST(purge_waits_for_a_plain_mark)
+{
+	if (!plain_here())
+		return;
+	step = 1;
+	pw_test_hook = cross_the_window;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	ck_assert_int_eq(pthread_join(purger, NULL), 0);
+	ck_assert_int_eq(atomic_load(&purge_ret), 0);
+	ck_assert_uint_eq(atomic_load(&purge_stop), PAGE + 1);
+	ck_assert_uint_eq(state_of(PAGE), RT_PURGED);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 0);
+	ck_assert_uint_eq(P.h->npurged, 1);
+}
+END_TEST
+
+/* A plain mark that stays under way (its thread kept off the processor)
+ * makes the purge give up after its wait: -EAGAIN, nothing purged. */
+START_TEST(purge_gives_up_on_a_mark_under_way)
+{
+	if (!plain_here())
+		return;
+	step = 1;
+	join_purger = true;
+	pw_test_hook = cross_the_window;
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 2), 1);
+	ck_assert_int_eq(atomic_load(&purge_ret), -EAGAIN);
+	ck_assert_uint_eq(atomic_load(&purge_stop), PAGE);
+	ck_assert_uint_eq(state_of(PAGE), RT_VOLATILE);
+	ck_assert_int_eq(pw_fast_clear(P.h, NP, PAGE), 1);
+	ck_assert_uint_eq(P.h->npurged, 0);
+}
+END_TEST
+
+static void die_in_the_window(int where)
+{
+	if (where == PW_BEFORE_SWAP)
+		raise(SIGKILL);
+}
+
+/* A process killed inside a plain mark leaves its stripe busy for good:
+ * a purge that finds the owner gone goes on. */
+START_TEST(dead_owner_does_not_hold_purges)
+{
+	struct pw_delta d = { 0 };
+	uint64_t stop;
+	int status;
+	pid_t pid;
+
+	if (!plain_here())
+		return;
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		pw_test_hook = die_in_the_window;
+		pw_fast_mark(P.h, NP, PAGE, 0, 2);
+		_exit(1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	ck_assert_int_eq(owners(), 2); /* ours, and the dead child's */
+	ck_assert_int_eq(stripe_busy(1) + stripe_busy(2) + stripe_busy(3), 1);
+	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 3), 1);
+	ck_assert_int_eq(pw_purge_exact(&P, PAGE, PAGE + 1, &stop, &d), 0);
+	ck_assert_uint_eq(stop, PAGE + 1);
+	ck_assert_int_eq(stripe_busy(1) + stripe_busy(2) + stripe_busy(3), 0);
+	ck_assert_uint_eq(state_of(PAGE), RT_PURGED);
+}
+END_TEST
+
+static void add_cases(TCase *tc)
+{
 	tcase_add_test(tc, holder_reads_before_the_swap);
 	tcase_add_test(tc, raised_right_after_the_swap);
 	tcase_add_test(tc, purge_records_before_the_unmark);
@@ -465,6 +657,24 @@ Suite *test_suite(void)
 	tcase_add_test(tc, threads_own_their_stripes);
 	tcase_add_test(tc, no_count_lost);
 	tcase_add_test(tc, fork_child_claims_its_own);
+}
+
+Suite *test_suite(void)
+{
+	Suite *s = suite_create("page-words-race");
+	TCase *tc = tcase_create("race");
+	TCase *tp = tcase_create("plain");
+
+	tcase_add_checked_fixture(tc, setup_swap, teardown);
+	add_cases(tc);
 	suite_add_tcase(s, tc);
+	tcase_add_checked_fixture(tp, setup_plain, teardown);
+	add_cases(tp);
+	tcase_add_test(tp, plain_mark_inside_busy);
+	tcase_add_test(tp, purge_waits_for_a_plain_mark);
+	tcase_add_test(tp, purge_gives_up_on_a_mark_under_way);
+	tcase_add_test(tp, dead_owner_does_not_hold_purges);
+	suite_add_tcase(s, tp);
 	return s;
 }
+

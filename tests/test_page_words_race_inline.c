@@ -34,6 +34,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,12 +85,18 @@ static void big_mark(size_t first)
 	ck_assert_int_eq((vrange_mark_volatile)(R, first * ps, BIG_PAGES * ps), 0);
 }
 
+static void (*hook_fn)(int where);
+
 /* The other party's steps, once, at the point `at` names. */
 void test_inline_hook(int where)
 {
 	int what = step, status;
 	pid_t pid;
 
+	if (hook_fn) {
+		hook_fn(where);
+		return;
+	}
 	if (where != at || !what)
 		return;
 	step = 0; /* once: the hook runs again when the swap is retried */
@@ -467,6 +474,96 @@ START_TEST(head_of_another_layout)
 END_TEST
 #endif
 
+#ifdef VRANGE_INLINE
+/* ---- The plain mark, inline ---------------------------------------------- */
+
+static struct vrange_inline_words *words_hdr(void)
+{
+	return __atomic_load_n(&head()->pw->hdr, __ATOMIC_ACQUIRE);
+}
+
+/* This thread's stripe's busy count. */
+static int64_t my_busy(void)
+{
+	const struct vrange_inline_lib *lib = &head()->lib;
+	uint32_t k = *(uint32_t *)(void *)(__vrange_tp() + lib->tls_stripe);
+
+	return __atomic_load_n(&words_hdr()->stripe[k & 3].busy, __ATOMIC_ACQUIRE);
+}
+
+static bool plain_inline_here(void)
+{
+	struct vrange_stats st;
+
+	if (!inline_here())
+		return false;
+	ck_assert_int_eq(vrange_get_stats(&st), 0);
+	if (!head()->lib.plain) {
+		fprintf(stderr, "SKIP: no plain marks here (%s)\n", st.plain_marks_off);
+		return false;
+	}
+	ck_assert_str_eq(st.plain_marks_off, "");
+	ck_assert_uint_eq(words_hdr()->plain, 1);
+	return true;
+}
+
+static _Atomic ssize_t purge_result = -1;
+static pthread_t purger;
+
+static void *purge_region(void *arg)
+{
+	(void)arg;
+	atomic_store(&purge_result, vrange_region_purge(R));
+	return NULL;
+}
+
+static void *mark_page_by_call(void *arg)
+{
+	(void)arg;
+	ck_assert_int_eq((vrange_mark_volatile)(R, PAGE * ps, ps), 0);
+	return NULL;
+}
+
+static int64_t busy_in_window = -1;
+
+/* Inside the plain mark (it found the word in no state): another thread
+ * marks the page, a third purges the region - which must wait. */
+static void plain_window(int where)
+{
+	pthread_t marker;
+
+	if (where != 0 || !step)
+		return;
+	step = 0;
+	busy_in_window = my_busy();
+	ck_assert_int_eq(pthread_create(&marker, NULL, mark_page_by_call, NULL), 0);
+	ck_assert_int_eq(pthread_join(marker, NULL), 0);
+	ck_assert_int_eq(pthread_create(&purger, NULL, purge_region, NULL), 0);
+	usleep(5000);
+	ck_assert_int_eq(atomic_load(&purge_result), -1);
+}
+
+START_TEST(purge_waits_for_the_inline_plain_mark)
+{
+	if (!plain_inline_here())
+		return;
+	hook_fn = plain_window;
+	step = 1;
+	ck_assert_int_eq(vrange_mark_volatile(R, PAGE * ps, ps), 0);
+	hook_fn = NULL;
+	ck_assert_int_eq(busy_in_window, 1);
+	ck_assert_int_eq(my_busy(), 0);
+	ck_assert_int_eq(pthread_join(purger, NULL), 0);
+	ck_assert_int_eq(atomic_load(&purge_result), (ssize_t)ps);
+	/* The mark's store did not land on "purged". */
+	ck_assert_int_eq(vrange_mark_nonvolatile(R, PAGE * ps, ps), VRANGE_PURGED);
+	ck_assert(page_is(PAGE, 0));
+	/* Plain marks are back on once the purge let go of the lock. */
+	ck_assert_uint_eq(words_hdr()->plain, 1);
+}
+END_TEST
+#endif
+
 START_TEST(inline_or_skip)
 {
 	/* Says, in the log, whether the cases above could run here. */
@@ -495,6 +592,7 @@ Suite *test_suite(void)
 	tcase_add_test(tc, costed_mark_inline);
 	tcase_add_test(tc, head_of_another_layout);
 	tcase_add_test(tc, neighbour_threads_against_purges);
+	tcase_add_test(tc, purge_waits_for_the_inline_plain_mark);
 #endif
 	suite_add_tcase(s, tc);
 	return s;

@@ -1210,13 +1210,20 @@ START_TEST(test_paged_lock_free)
 	ck_assert_uint_eq(r.start, 9);
 	ck_assert_int_eq(rt_check(&t), 0);
 
-	/* A thread killed between its count and its swap leaves a stripe a
-	 * page off: the check fails, a recount (after a takeover) repairs
-	 * the counts and the totals without touching a word. */
+	/* A thread killed between its count and its swap (or two marks of
+	 * one page at once, one plain) leaves a stripe a page high: the
+	 * check lets that pass (a scan for nothing), a recount (after a
+	 * takeover) repairs the counts and the totals without touching a
+	 * word.  A page low - which would hide it from purges - fails. */
 	v = rt_volatile_pages(&t);
 	((struct pw_stripe *)(void *)((char *)t.pw.h + PW_STRIPES_AT))[2].vol += 1;
-	ck_assert_int_eq(rt_check(&t), -EIO);
+	ck_assert_int_eq(rt_check(&t), 0);
 	ck_assert_uint_eq(rt_volatile_pages(&t), v + 1);
+	rt_recount_words(&t);
+	ck_assert_int_eq(rt_check(&t), 0);
+	ck_assert_uint_eq(rt_volatile_pages(&t), v);
+	((struct pw_stripe *)(void *)((char *)t.pw.h + PW_STRIPES_AT))[2].vol -= 1;
+	ck_assert_int_eq(rt_check(&t), -EIO);
 	rt_recount_words(&t);
 	ck_assert_int_eq(rt_check(&t), 0);
 	ck_assert_uint_eq(rt_volatile_pages(&t), v);

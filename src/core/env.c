@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "disk_file.h"
 #include "fd_hint.h"
+#include "plain_fence.h"
 #include "env.h"
 #include "file_state.h"
 #include "pressure.h"
@@ -91,6 +92,8 @@ static void read_env(void)
 	vr_env.debug = parse_bool("VRANGE_DEBUG", secure_getenv("VRANGE_DEBUG"), false);
 	vr_env.monitor = parse_bool("VRANGE_MONITOR", secure_getenv("VRANGE_MONITOR"), true);
 	vr_env.no_uffd = parse_bool("VRANGE_NO_UFFD", secure_getenv("VRANGE_NO_UFFD"), false);
+	vr_env.plain_marks = parse_bool("VRANGE_PLAIN_MARKS", secure_getenv("VRANGE_PLAIN_MARKS"),
+					true);
 	v = secure_getenv("VRANGE_PRESSURE");
 	if (v && !strcmp(v, "meminfo"))
 		vr_env.meminfo_only = true;
@@ -147,6 +150,7 @@ static void fork_child(void)
 {
 	vr_tick_attach(NULL); /* no ticker until the child's monitor starts */
 	fd_hint_fork_child();
+	plain_fence_init(vr_env.plain_marks);
 	vshared_fork_done();
 	disk_fork_done();
 	pool_fork_child();
@@ -167,6 +171,7 @@ static void init_basic_once(void)
 	vr_page_shift = (unsigned int)__builtin_ctzl(vr_page_size);
 	read_env();
 	vr_mark_clock_init();
+	plain_fence_init(vr_env.plain_marks);
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 

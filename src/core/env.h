@@ -19,6 +19,8 @@ struct vr_env {
 	bool monitor;       /* VRANGE_MONITOR, default on */
 	bool debug;         /* VRANGE_DEBUG=1 */
 	bool no_uffd;       /* VRANGE_NO_UFFD=1: behave as if userfaultfd were missing */
+	bool plain_marks;   /* VRANGE_PLAIN_MARKS, default on: marks without a
+	                     * locked instruction where they may be */
 	bool meminfo_only;  /* VRANGE_PRESSURE=meminfo: skip PSI and cgroups (tests) */
 	size_t budget;      /* VRANGE_BUDGET, 0 = none */
 	const char *fs_root; /* VRANGE_FS_ROOT: prefix for /proc and /sys paths the

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -35,9 +36,11 @@ __attribute__((constructor)) static void probe_cas16(void)
 void (*pw_test_hook)(int where);
 #endif
 
-/* "pwd5": stripes a thread owns (owner[]); a pwd4 area, whose stripes any
- * thread adds to atomically, would lose counts to an owner's plain adds. */
-#define PW_MAGIC 0x35647770u
+/* "pwd6": plain marks (plain, a stripe's busy count), which every holder
+ * of a pwd6 area fences against; a pwd5 area's holders would not.  (pwd5
+ * brought stripes a thread owns: a pwd4 area, whose stripes any thread adds
+ * to atomically, would lose counts to an owner's plain adds.) */
+#define PW_MAGIC 0x36647770u
 
 /* The aging unit (nanoseconds): 1 ms until the first purge measures it. */
 #define PW_UNIT_START 1000000ull
@@ -74,6 +77,7 @@ void pw_format(struct pw *p, void *area, uint32_t npages)
 	memset(p->h, 0, PW_HDR_BYTES);
 	p->h->magic = PW_MAGIC;
 	p->h->npages = npages;
+	p->h->plain = plain_marks_on();
 }
 
 int pw_attach(struct pw *p, void *area, uint32_t npages)
@@ -120,17 +124,90 @@ uint64_t pw_vol(const struct pw *p)
 /* ------------------------------------------------------------------------ */
 /* Changing a word                                                           */
 
+/* A holder's store made before it reads words, against the plain marks
+ * that may cross it: their stores are seen after the fence, or they see
+ * the holder's store when they look again after theirs (and redo the mark
+ * under the lock).  A locked swap needs nothing: it is a full barrier. */
+static void fence_plain(const struct pw *p)
+{
+	if (__atomic_load_n(&p->h->plain, __ATOMIC_RELAXED))
+		plain_fence();
+}
+
 void pw_fast_off(struct pw *p)
 {
 	/* Already raised: by a holder before us, whose store came first. */
-	if (!__atomic_load_n(&p->h->fast_off, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&p->h->fast_off, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&p->h->fast_off, 1, __ATOMIC_SEQ_CST);
+		fence_plain(p);
+	}
 }
 
 void pw_fast_on(struct pw *p)
 {
 	if (__atomic_load_n(&p->h->fast_off, __ATOMIC_RELAXED))
 		__atomic_store_n(&p->h->fast_off, 0, __ATOMIC_RELEASE);
+}
+
+/* How long a purge waits for plain marks under way (a thread preempted in
+ * the middle of one) before it leaves the area for later. */
+#define PLAIN_WAIT_NS 20000000ull
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Stripe k shows no plain mark under way; or shows one still after the
+ * wait, of an owner that is gone: a mark that will never end (the busy
+ * count is taken back from what was seen). */
+static bool stripe_quiet(struct pw_stripe *st, bool waited)
+{
+	int64_t b = __atomic_load_n(&st->busy, __ATOMIC_ACQUIRE);
+	struct plain_owner o;
+
+	if (!b)
+		return true;
+	if (!waited)
+		return false;
+	o = st->proc;
+	return plain_owner_gone(&o) == 1 &&
+	       __atomic_compare_exchange_n(&st->busy, &b, 0, false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_RELAXED);
+}
+
+int pw_plain_stop(struct pw *p)
+{
+	struct pw_stripe *st = pw_stripes_of(p->h);
+	uint64_t deadline = 0;
+	bool waited = false;
+
+	if (!p->n || !__atomic_load_n(&p->h->plain, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_store_n(&p->h->plain, 0, __ATOMIC_SEQ_CST);
+	plain_fence();
+	for (unsigned int k = 1; k < PW_STRIPES; k++) {
+		while (!stripe_quiet(&st[k], waited)) {
+			uint64_t now = mono_ns();
+
+			if (!deadline)
+				deadline = now + PLAIN_WAIT_NS;
+			else if (now >= deadline && waited)
+				return -EAGAIN;
+			waited = now >= deadline;
+			sched_yield();
+		}
+	}
+	return 0;
+}
+
+void pw_plain_resume(struct pw *p)
+{
+	if (p->n && plain_marks_on() && !__atomic_load_n(&p->h->plain, __ATOMIC_RELAXED))
+		__atomic_store_n(&p->h->plain, 1, __ATOMIC_RELEASE);
 }
 
 #if PW_LOCK_FREE
@@ -242,8 +319,12 @@ unsigned int pw_stripe_find(struct pw_hdr *h)
 
 		/* Acquire: the count a former owner left is seen whole. */
 		if (__atomic_compare_exchange_n(&h->owner[k], &free_, me, false,
-						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			/* Before any plain mark of ours can make busy
+			 * nonzero (stores stay in order). */
+			plain_owner_self(&pw_stripes_of(h)[k].proc);
 			return pw_my_stripe = k;
+		}
 	}
 	return 0;
 }
@@ -391,10 +472,15 @@ static int purge_one(struct pw *p, uint64_t i, uint32_t *was)
 
 int pw_purge(struct pw *p, uint64_t s, uint64_t e, struct pw_delta *d)
 {
+	int r = pw_plain_stop(p);
+
+	if (r < 0)
+		return r;
 	e = clip(p, e);
 	for (uint64_t i = s; i < e; i++) {
 		uint32_t was;
-		int r = purge_one(p, i, &was);
+
+		r = purge_one(p, i, &was);
 
 		if (r < 0)
 			return r;
@@ -409,8 +495,11 @@ int pw_purge_exact(struct pw *p, uint64_t s, uint64_t e, uint64_t *stop,
 		   struct pw_delta *d)
 {
 	uint64_t i;
-	int r = 0;
+	int r = pw_plain_stop(p);
 
+	*stop = s;
+	if (r < 0)
+		return r;
 	e = clip(p, e);
 	for (i = s; i < e; i++) {
 		uint32_t was;
@@ -572,6 +661,7 @@ static void build_order(struct pw *p)
 	h->ord_built = 1;
 	h->ord_unit = unit;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	fence_plain(p);
 	for (uint32_t i = 0; i < p->n; i++) {
 		const struct pw_word w = pw_word_read(pw_at(p, i));
 		struct pw_ent x;
@@ -835,8 +925,11 @@ int pw_check(const struct pw *p)
 
 	if (p->h->magic != PW_MAGIC || p->h->npages != p->n || tally(p, cnt) < 0)
 		return -EIO;
-	/* Exact while no lock-free change is under way (a check runs under
-	 * the lock; one that races them may fail: the caller's safe side). */
-	return (int64_t)cnt[RT_VOLATILE] == (int64_t)p->h->nvol + stripes_sum(p->h) &&
+	/* The count of volatile words is never below the words: a lock-free
+	 * mark counts before its word turns volatile, an unmark after, and two
+	 * marks that both found one word in no state, one of them plain, both
+	 * counted it ("The plain mark" in docs/design.md).  Higher is only a
+	 * scan for nothing; lower would hide pages from purges. */
+	return (int64_t)cnt[RT_VOLATILE] <= (int64_t)p->h->nvol + stripes_sum(p->h) &&
 	       cnt[RT_PURGED] == p->h->npurged ? 0 : -EIO;
 }

@@ -58,6 +58,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plain_fence.h"
+
 #define PW_STRIPES 4u
 /* 128 bytes apart, and from the header every call reads: processors
  * fetch lines in pairs, so lines 64 bytes apart still contend. */
@@ -150,6 +152,8 @@ struct pw_hdr {
 	uint64_t owner[PW_STRIPES]; /* stripe k's owner (k >= 1): the token
 				 * of the one thread that writes it, or 0;
 				 * owner[0] stays 0 (stripe 0 is shared) */
+	uint32_t plain;         /* 1: a mark may turn a word in no state
+				 * volatile with plain stores (pw_plain_stop) */
 };
 _Static_assert(sizeof(struct pw_hdr) <= PW_STRIPES_AT, "the header's line pair");
 
@@ -160,7 +164,9 @@ _Static_assert(sizeof(struct pw_hdr) <= PW_STRIPES_AT, "the header's line pair")
  * threads that found none free and counts by atomic add. */
 struct pw_stripe {
 	int64_t vol;
-	char pad[120];
+	int64_t busy;             /* the owner's plain marks under way */
+	struct plain_owner proc;  /* the owner's process, set at its claim */
+	char pad[128 - 16 - sizeof(struct plain_owner)];
 };
 
 /* This process's view; npages is trusted locally, never re-read. */
@@ -251,6 +257,20 @@ void pw_fast_off(struct pw *p);
 void pw_fast_on(struct pw *p);
 
 /*
+ * Under the lock, before a purge turns words from volatile to purged:
+ * plain marks off (plain 0), fenced, and none left under way - each
+ * stripe's busy count 0, or its owner's process gone.  A plain mark loads
+ * the word as "no state" and stores it volatile; one that crossed the
+ * purge's swap would store over "purged".  0, or -EAGAIN: one is still
+ * under way after PLAIN_WAIT_NS (a thread preempted inside it): leave the
+ * area for later.  pw_purge and pw_purge_exact call it.
+ */
+int pw_plain_stop(struct pw *p);
+/* Plain marks back on, where this process makes them, as the lock is
+ * released (the purge that stopped them is done). */
+void pw_plain_resume(struct pw *p);
+
+/*
  * The operations, on pages [s, e) clipped to the words (e > npages is
  * clipped, except for pw_mark, which the caller keeps inside).  Each adds
  * to *a the pages it changed from non-volatile / volatile / purged as
@@ -293,7 +313,8 @@ int pw_oldest_before(struct pw *p, uint64_t max_seq, struct pw_run *out);
  * garbage).  O(npages). */
 int pw_recount(struct pw *p, int64_t *dvol, int64_t *dpurged);
 
-/* Counters and states check out: 0 or -EIO.  O(npages). */
+/* Counters and states check out (volatile counted no lower than the
+ * words hold: see pw_check): 0 or -EIO.  O(npages). */
 int pw_check(const struct pw *p);
 
 #include "page_words_fast.h"

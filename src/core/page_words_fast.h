@@ -176,6 +176,46 @@ static inline void pw_note_unordered(struct pw_hdr *h)
 #endif
 
 /*
+ * The plain mark (docs/design.md, "The plain mark"): word w, in no state,
+ * turned volatile with plain stores - no locked instruction - inside a
+ * count of busy in this thread's own stripe, which a purge waits for
+ * (pw_plain_stop), and only while the area says plain.  Counted before
+ * the word turns volatile, as a swap's mark is.  false: not done (no
+ * stripe of our own, plain marks stopped, the word not in no state).
+ */
+#if PW_LOCK_FREE
+static inline bool pw_plain_mark(struct pw_hdr *h, struct pw_word *w, uint64_t *tag,
+				 uint64_t seq, uint64_t nt)
+{
+	unsigned int k = pw_my_stripe;
+	struct pw_stripe *st;
+	bool done = false;
+
+	if (__builtin_expect(!k || __atomic_load_n(&h->owner[k], __ATOMIC_RELAXED) !=
+				   pw_my_token, 0) && !(k = pw_stripe_find(h)))
+		return false;
+	st = pw_stripes_of(h) + k;
+	/* A signal handler's mark in between puts busy back as it found it. */
+	__atomic_store_n(&st->busy, __atomic_load_n(&st->busy, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&h->plain, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(tag, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&st->vol, __atomic_load_n(&st->vol, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
+		PW_TEST_HOOK(PW_BEFORE_SWAP);
+		__atomic_store_n(&w->seq, seq, __ATOMIC_RELAXED);
+		__atomic_store_n(tag, nt, __ATOMIC_RELAXED);
+		done = true;
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&st->busy, __atomic_load_n(&st->busy, __ATOMIC_RELAXED) - 1,
+			 __ATOMIC_RELAXED);
+	return done;
+}
+#endif
+
+/*
  * Lock-free, on page i of the area whose header is h (npages n, trusted
  * locally; the words are found from the header, so a reader that loads
  * one pointer sees one area).  1: done.  0: take the lock and do it
@@ -206,6 +246,9 @@ static inline int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i,
 	w = pw_words_of(h, n) + pw_slot(i, n);
 	tag = pw_tag_at(w);
 	ot = __atomic_load_n(tag, __ATOMIC_RELAXED);
+	if (!ot && plain_marks_on() && pw_plain_mark(h, w, tag, seq, nt))
+		goto marked;
+	ot = __atomic_load_n(tag, __ATOMIC_RELAXED);
 	/* Counted before the word turns volatile (and uncounted after it
 	 * turns back): a thread killed in between leaves the count high -
 	 * a scan for nothing - never low, which would hide the page from
@@ -226,6 +269,7 @@ static inline int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i,
 		if (!st)
 			pw_count_fast(h, -1);
 	}
+marked:
 	pw_note_unordered(h);
 	PW_TEST_HOOK(PW_AFTER_SWAP);
 	return !pw_fast_is_off(h);

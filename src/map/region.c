@@ -91,6 +91,9 @@ _Static_assert(offsetof(struct vrange_inline_words, ord_built) == offsetof(struc
 	       sizeof(struct vrange_inline_words) == PW_HDR_BYTES &&
 	       sizeof(struct vrange_inline_stripe) == sizeof(struct pw_stripe) &&
 	       offsetof(struct pw_stripe, vol) == 0 &&
+	       offsetof(struct vrange_inline_stripe, busy) == offsetof(struct pw_stripe, busy) &&
+	       offsetof(struct vrange_inline_words, plain) == offsetof(struct pw_hdr, plain) &&
+	       sizeof(((struct pw_hdr *)0)->plain) == sizeof(uint32_t) &&
 	       PW_STRIPES == 4 && PW_RT_VOLATILE == 1 && PW_COST_MAX == 0xffff,
 	       "the inline words' header");
 _Static_assert(offsetof(struct vrange_inline_pw, hdr) == offsetof(struct pw, h) &&
@@ -177,6 +180,7 @@ static void inline_head(struct vrange_region *r)
 	r->in.size = r->map.size;
 	r->in.pw = (const struct vrange_inline_pw *)(const void *)&r->file->tree.pw;
 	r->in.lib = inline_lib;
+	r->in.lib.plain = plain_marks_on();
 	if (vr_vdso_gettime)
 		r->in.lib.clock_gettime = (int (*)(int, struct vrange_inline_ts *))
 			(void (*)(void))vr_vdso_gettime;

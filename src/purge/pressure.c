@@ -1056,8 +1056,12 @@ static void follow_cgroup(uint64_t now)
 		mon.cg_active = true;
 		return;
 	}
-	/* Flag first, then look again: a mark in between is not missed. */
+	/* Flag first, then look again: a mark in between is not missed (a
+	 * plain mark's count, stored before it reads the flag, is seen after
+	 * the fence, or the mark sees the flag). */
 	atomic_store(&pressure_want_mark, true);
+	if (plain_marks_on())
+		plain_fence();
 	mon.cg_active = volatile_bytes_now() != 0;
 }
 

@@ -981,6 +981,7 @@ int vfile_lock(struct vfile *f)
 
 void vfile_unlock(struct vfile *f)
 {
+	pw_plain_resume(&f->tree.pw);
 	if (f->shared)
 		vshared_unlock(&f->sh);
 	else
