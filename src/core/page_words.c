@@ -185,10 +185,14 @@ int pw_plain_stop(struct pw *p)
 	uint64_t deadline = 0;
 	bool waited = false;
 
-	if (!p->n || !__atomic_load_n(&p->h->plain, __ATOMIC_RELAXED))
+	if (!p->n)
 		return 0;
-	__atomic_store_n(&p->h->plain, 0, __ATOMIC_SEQ_CST);
-	plain_fence();
+	if (__atomic_load_n(&p->h->plain, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&p->h->plain, 0, __ATOMIC_SEQ_CST);
+		plain_fence();
+	}
+	/* Found off already, it was turned off and fenced by an earlier
+	 * holder - which may have died before its wait: wait anyway. */
 	for (unsigned int k = 1; k < PW_STRIPES; k++) {
 		while (!stripe_quiet(&st[k], waited)) {
 			uint64_t now = mono_ns();
