@@ -77,7 +77,7 @@ void pw_format(struct pw *p, void *area, uint32_t npages)
 	memset(p->h, 0, PW_HDR_BYTES);
 	p->h->magic = PW_MAGIC;
 	p->h->npages = npages;
-	p->h->plain = plain_marks_on();
+	p->h->plain = plain_fence_cheap();
 }
 
 int pw_attach(struct pw *p, void *area, uint32_t npages)
@@ -210,7 +210,9 @@ int pw_plain_stop(struct pw *p)
 
 void pw_plain_resume(struct pw *p)
 {
-	if (p->n && plain_marks_on() && !__atomic_load_n(&p->h->plain, __ATOMIC_RELAXED))
+	/* Whether or not this process marks plainly itself: others sharing
+	 * the file may (a vrangectl purge must not leave them swapping). */
+	if (p->n && plain_fence_cheap() && !__atomic_load_n(&p->h->plain, __ATOMIC_RELAXED))
 		__atomic_store_n(&p->h->plain, 1, __ATOMIC_RELEASE);
 }
 

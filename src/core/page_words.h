@@ -266,8 +266,8 @@ void pw_fast_on(struct pw *p);
  * area for later.  pw_purge and pw_purge_exact call it.
  */
 int pw_plain_stop(struct pw *p);
-/* Plain marks back on, where this process makes them, as the lock is
- * released (the purge that stopped them is done). */
+/* Plain marks back on as the lock is released (the purge that stopped
+ * them is done), unless this process's fence is the fallback's sleep. */
 void pw_plain_resume(struct pw *p);
 
 /*

@@ -71,8 +71,8 @@ static void know_self(void)
 
 void plain_fence_init(bool allowed)
 {
-	bool reg = membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 &&
-		   membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+	bool fence = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+	bool reg = fence && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
 
 	if (!reg) {
 		const char *name = strerrorname_np(errno);
@@ -86,7 +86,7 @@ void plain_fence_init(bool allowed)
 		snprintf(why, sizeof(why), "VRANGE_PLAIN_MARKS=0");
 	else
 		why[0] = '\0';
-	atomic_store(&fence_works, reg ? 1 : -1);
+	atomic_store(&fence_works, fence ? 1 : 0);
 	know_self();
 	atomic_store(&plain_marks, reg && allowed);
 }
@@ -94,6 +94,11 @@ void plain_fence_init(bool allowed)
 const char *plain_marks_off_why(void)
 {
 	return why;
+}
+
+bool plain_fence_cheap(void)
+{
+	return atomic_load_explicit(&fence_works, memory_order_relaxed) != 0;
 }
 
 void plain_fence(void)

@@ -41,6 +41,11 @@ static inline bool plain_marks_on(void)
 /* "" or why they are not (for vrange_get_stats). */
 const char *plain_marks_off_why(void) VR_HIDDEN;
 
+/* Whether this process's fence is the system call (not refused so far):
+ * such a process lets others mark plainly in the areas it formats or
+ * holds (a fence costs it microseconds, not the fallback's millisecond). */
+bool plain_fence_cheap(void) VR_HIDDEN;
+
 /* Every plain mark's stores made before the call are seen after it, and
  * every plain mark begun after it sees the caller's stores made before. */
 void plain_fence(void) VR_HIDDEN;
