@@ -614,10 +614,12 @@ static void die_in_the_window(int where)
 }
 
 /* A process killed inside a plain mark leaves its stripe busy for good:
- * a purge that finds the owner gone goes on. */
-START_TEST(dead_owner_does_not_hold_purges)
+ * a purge that finds the owner gone - reaped, or a zombie its parent has
+ * not reaped yet - goes on. */
+static void killed_inside_a_plain_mark(bool reap_first)
 {
 	struct pw_delta d = { 0 };
+	siginfo_t si;
 	uint64_t stop;
 	int status;
 	pid_t pid;
@@ -631,8 +633,11 @@ START_TEST(dead_owner_does_not_hold_purges)
 		pw_fast_mark(P.h, NP, PAGE, 0, 2);
 		_exit(1);
 	}
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* Dead, and (WNOWAIT) still a zombie. */
+	ck_assert_int_eq(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
+	ck_assert_int_eq(si.si_code, CLD_KILLED);
+	if (reap_first)
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_int_eq(owners(), 2); /* ours, and the dead child's */
 	ck_assert_int_eq(stripe_busy(1) + stripe_busy(2) + stripe_busy(3), 1);
 	ck_assert_int_eq(pw_fast_mark(P.h, NP, PAGE, 0, 3), 1);
@@ -640,6 +645,19 @@ START_TEST(dead_owner_does_not_hold_purges)
 	ck_assert_uint_eq(stop, PAGE + 1);
 	ck_assert_int_eq(stripe_busy(1) + stripe_busy(2) + stripe_busy(3), 0);
 	ck_assert_uint_eq(state_of(PAGE), RT_PURGED);
+	if (!reap_first)
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+}
+
+START_TEST(dead_owner_does_not_hold_purges)
+{
+	killed_inside_a_plain_mark(true);
+}
+END_TEST
+
+START_TEST(zombie_owner_does_not_hold_purges)
+{
+	killed_inside_a_plain_mark(false);
 }
 END_TEST
 
@@ -674,6 +692,7 @@ Suite *test_suite(void)
 	tcase_add_test(tp, purge_waits_for_a_plain_mark);
 	tcase_add_test(tp, purge_gives_up_on_a_mark_under_way);
 	tcase_add_test(tp, dead_owner_does_not_hold_purges);
+	tcase_add_test(tp, zombie_owner_does_not_hold_purges);
 	suite_add_tcase(s, tp);
 	return s;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* plain_fence.c - the other side of a plain mark (see plain_fence.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/membarrier.h>
@@ -25,33 +26,69 @@ static long membarrier(int cmd)
 	return syscall(SYS_membarrier, cmd, 0, 0);
 }
 
-/* The start time of pid (clock ticks after boot: /proc/<pid>/stat's 22nd
- * field), 0 if unknown.  Only open, read and close: async-signal-safe. */
-static uint64_t start_time(int32_t pid)
+/* The state letter and start time (clock ticks after boot: the 22nd
+ * field) of /proc/<path>/stat; false if unreadable.  Only open, read and
+ * close: async-signal-safe. */
+static bool read_stat(const char *path, char *state, uint64_t *start)
 {
-	char path[40], buf[512];
+	char buf[512];
 	const char *p;
-	uint64_t v = 0;
 	ssize_t n;
 	int fd, field;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return false;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return false;
 	buf[n] = '\0';
 	/* The name may hold anything: count fields after its last ')'. */
 	p = strrchr(buf, ')');
-	for (field = 2; p && *p && field < 22; p++)
+	if (!p || p[1] != ' ')
+		return false;
+	*state = p[2];
+	*start = 0;
+	for (field = 2; *p && field < 22; p++)
 		if (*p == ' ')
 			field++;
-	while (p && *p >= '0' && *p <= '9')
-		v = v * 10 + (uint64_t)(*p++ - '0');
-	return v;
+	while (*p >= '0' && *p <= '9')
+		*start = *start * 10 + (uint64_t)(*p++ - '0');
+	return true;
+}
+
+static uint64_t start_time(int32_t pid)
+{
+	char path[40], state;
+	uint64_t start;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return read_stat(path, &state, &start) ? start : 0;
+}
+
+/* Some thread of pid is not a zombie: the process may still run code (its
+ * first thread may have exited alone, a zombie while the others run). */
+static bool any_thread_runs(int32_t pid)
+{
+	char path[64], state;
+	struct dirent *e;
+	uint64_t start;
+	bool runs = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return true; /* cannot tell */
+	while (!runs && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/stat", (int)pid, e->d_name);
+		runs = read_stat(path, &state, &start) && state != 'Z' && state != 'X';
+	}
+	closedir(d);
+	return runs;
 }
 
 static uint32_t pid_ns(void)
@@ -137,5 +174,8 @@ int plain_owner_gone(const struct plain_owner *o)
 	if (kill(o->pid, 0) < 0 && errno == ESRCH)
 		return 1;
 	now = start_time(o->pid);
-	return now && now != o->start;
+	if (now && now != o->start)
+		return 1; /* the number went to another process */
+	/* Dead but not yet reaped by its parent: every thread a zombie. */
+	return now && !any_thread_runs(o->pid);
 }
