@@ -161,15 +161,21 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Plain marks nested in one thread (signal handlers) never come near. */
+#define PLAIN_BUSY_MAX 64
+
 /* Stripe k shows no plain mark under way; or shows one still after the
  * wait, of an owner that is gone: a mark that will never end (the busy
- * count is taken back from what was seen). */
-static bool stripe_quiet(struct pw_stripe *st, bool waited)
+ * count is taken back from what was seen).  A count no owner can have
+ * made (no owner, or not a nesting depth) is another process's scribble,
+ * not a mark to wait for. */
+static bool stripe_quiet(const struct pw_hdr *h, unsigned int k, bool waited)
 {
+	struct pw_stripe *st = pw_stripes_of(h) + k;
 	int64_t b = __atomic_load_n(&st->busy, __ATOMIC_ACQUIRE);
 	struct plain_owner o;
 
-	if (!b)
+	if (b <= 0 || b > PLAIN_BUSY_MAX || !__atomic_load_n(&h->owner[k], __ATOMIC_RELAXED))
 		return true;
 	if (!waited)
 		return false;
@@ -181,7 +187,6 @@ static bool stripe_quiet(struct pw_stripe *st, bool waited)
 
 int pw_plain_stop(struct pw *p)
 {
-	struct pw_stripe *st = pw_stripes_of(p->h);
 	uint64_t deadline = 0;
 	bool waited = false;
 
@@ -194,7 +199,7 @@ int pw_plain_stop(struct pw *p)
 	/* Found off already, it was turned off and fenced by an earlier
 	 * holder - which may have died before its wait: wait anyway. */
 	for (unsigned int k = 1; k < PW_STRIPES; k++) {
-		while (!stripe_quiet(&st[k], waited)) {
+		while (!stripe_quiet(p->h, k, waited)) {
 			uint64_t now = mono_ns();
 
 			if (!deadline)
