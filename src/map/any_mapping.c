@@ -410,6 +410,43 @@ static void known_trim(uintptr_t a, uintptr_t b, bool files, uint64_t older_than
 	}
 }
 
+/*
+ * Forget the file entry k - a copy taken before its mapping was checked -
+ * if that very entry is still in the table.  A cut by address would not
+ * do: between the check and the cut another thread may have cut the
+ * stale entry itself and learnt the mapping there now (vrange() on it),
+ * which is armed for SIGBUS and maybe poisoned by a purge; cut with it,
+ * its mapping leaves the file's list, and an unmark no longer clears its
+ * markers (the model soak: "raises SIGBUS though just made non-volatile",
+ * the monitor's sweep preempted in that window).
+ */
+static void known_forget(const struct known *k)
+{
+	struct vfile *put = NULL;
+	struct vmap *put_map = NULL;
+	struct seq_array *t;
+	struct known *e;
+	size_t i;
+
+	pthread_mutex_lock(&known_write);
+	t = atomic_load(&ktab);
+	e = t ? SEQ_ARRAY_AT(t, struct known) : NULL;
+	for (i = t ? known_search(e, t->n, k->start) : 0;
+	     t && i < t->n && e[i].start < k->end; i++) {
+		if (e[i].start == k->start && e[i].end == k->end &&
+		    e[i].file == k->file && e[i].map == k->map &&
+		    e[i].pgoff == k->pgoff && e[i].seen == k->seen) {
+			put = e[i].file;
+			put_map = e[i].map;
+			seq_array_remove(t, &known_seq, i, sizeof(*e));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&known_write);
+	drop_map(put, put_map);
+	vfile_put(put);
+}
+
 /* ---- classifying a mapping the first time -------------------------------- */
 
 static bool is_special(const struct vma *v)
@@ -657,7 +694,7 @@ static int validate(uintptr_t a, uintptr_t b)
 		if (known_get(a, &k) && k.file &&
 		    !file_map_holds(&k, a, b < k.end ? b : k.end)) {
 			/* Another mapping lives there now: forget this one. */
-			known_trim(k.start, k.end, true, UINT64_MAX);
+			known_forget(&k);
 			continue;
 		}
 		if (!known_get(a, &k)) {
@@ -1335,7 +1372,7 @@ static void sweep_files(void)
 
 	while (known_next(a, true, &k)) {
 		if (!file_map_holds(&k, k.start, k.end))
-			known_trim(k.start, k.end, true, UINT64_MAX);
+			known_forget(&k);
 		a = k.end;
 	}
 }
