@@ -75,6 +75,9 @@ struct uffdio_poison {
 struct known {
 	uintptr_t start, end;
 	struct vfile *file;   /* shared file mapping: the file; NULL for anon */
+	uint64_t dev, ino;    /* the file's, for checks on a copy: a copy holds
+			       * no reference, and the entry it was taken from
+			       * may be gone and its file freed meanwhile */
 	uint64_t pgoff;       /* file page of start */
 	bool wp;              /* anon: identity registration in place */
 	uint64_t seen;        /* mark clock when it was learnt */
@@ -543,6 +546,8 @@ static int classify_shared(const struct vma *v, struct known *k)
 	}
 	vfile_note_app_mapped(f);
 	k->file = f;
+	k->dev = (uint64_t)f->dev;
+	k->ino = (uint64_t)f->ino;
 	k->pgoff = (v->offset + (k->start - v->start)) >> vr_page_shift;
 	/* userfaultfd cannot watch a disk file's pages: such a mapping reads
 	 * zeros where a range was punched (contract 9), and is no fallback. */
@@ -567,8 +572,7 @@ static bool file_map_holds(const struct known *k, uintptr_t a, uintptr_t b)
 
 		if (q < 0) /* gone; or cannot tell now: keep it */
 			return q != -ENOENT;
-		if (!v.shared || v.dev != k->file->dev ||
-		    (ino_t)v.inode != k->file->ino ||
+		if (!v.shared || (uint64_t)v.dev != k->dev || (uint64_t)v.inode != k->ino ||
 		    v.offset + (a - v.start) !=
 			    (k->pgoff << vr_page_shift) + (a - k->start))
 			return false;
