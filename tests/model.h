@@ -47,6 +47,8 @@ enum op_type {
 	OP_BAD,       /* a bad input of kind arg; rc must be in the allowed set */
 	OP_FORGET,    /* vrange_fd_forget on the file of obj (views kept) */
 	OP_EXIT,      /* the peer leaves (everything already destroyed) */
+	OP_STATS,     /* vrange_get_stats: rc pressure events acted on, addr
+		       * purge passes, cls the monitor's source (a report) */
 	OP_NTYPES
 };
 

@@ -762,6 +762,17 @@ void model_exec(const struct m_op *op, int recv_fd, struct m_res *res)
 	case OP_FORGET:
 		rc = vrange_fd_forget(lfd[op->file]);
 		break;
+	case OP_STATS: {
+		struct vrange_stats st;
+
+		rc = vrange_get_stats(&st);
+		if (rc == 0) {
+			rc = (int64_t)st.pressure_events;
+			res->addr = st.purges;
+			memcpy(res->cls, st.pressure_source, sizeof(res->cls));
+		}
+		break;
+	}
 	default:
 		break;
 	}

@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -132,6 +133,8 @@ struct mproc {
 	int freed_npg[4];
 	int nfreed;
 	uint64_t calls;
+	uint64_t purges_asked; /* OP_PURGE and OP_RPURGE this process ran */
+	int had_budget;        /* its monitor enforced a budget at some time */
 };
 
 static size_t ps;
@@ -284,6 +287,48 @@ static void dump_views(void)
 	}
 }
 
+/*
+ * What each live peer's library says it did: a purge the model did not ask
+ * for (a monitor that acted on pressure - machine-wide PSI is armed in a
+ * soak too -, or one that enforced a budget) is a purge the model cannot
+ * know of, and a violation it explains is no defect; none, and the pages
+ * were recorded purged by no purge of this process.  Asked with a time
+ * limit: a peer that does not answer is said so, never waited for.
+ */
+static pid_t coord_pid; /* the coordinator: a forked child asks nobody */
+
+static void report_peers(void)
+{
+	if (getpid() != coord_pid)
+		return;
+	for (int p = 1; p < M_MAXPROC; p++) {
+		struct m_op op = {.type = OP_STATS, .proc = (uint8_t)p, .n = opn};
+		struct pollfd pf = {.fd = P[p].sock, .events = POLLIN};
+		struct m_res res;
+		char src[sizeof(res.cls) + 1] = "";
+		int fd = -1;
+
+		if (!P[p].alive)
+			continue;
+		memset(&res, 0, sizeof(res));
+		if (fd_pass_send(P[p].sock, &op, sizeof(op), -1) < 0 ||
+		    poll(&pf, 1, 2000) != 1 ||
+		    fd_pass_recv(P[p].sock, &res, sizeof(res), &fd) != sizeof(res)) {
+			fprintf(stderr, "(p%d, pid %d: no answer to a stats call)\n", p,
+				(int)P[p].pid);
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		memcpy(src, res.cls, sizeof(res.cls));
+		fprintf(stderr, "(p%d, pid %d: monitor source %s, %" PRId64 " pressure "
+				"events acted on, %" PRIu64 " purge passes; the model asked "
+				"for %" PRIu64 "%s)\n",
+			p, (int)P[p].pid, src, res.rc, res.addr, P[p].purges_asked,
+			P[p].had_budget ? ", and a budget was enforced" : "");
+	}
+}
+
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void fail(const char *fmt, ...)
@@ -311,6 +356,7 @@ static void fail(const char *fmt, ...)
 					" pressure events acted on, %" PRIu64 " purge passes)\n",
 				st.pressure_source, st.pressure_events, st.purges);
 	}
+	report_peers();
 	fprintf(stderr, "(the machine stalled on memory for %" PRIu64 " us during this "
 			"seed: a monitor on PSI, if any ran, may have purged)\n",
 		psi_some_us() - seed_psi_us);
@@ -351,7 +397,7 @@ void model_trace(const char *fmt, ...)
 static const char *opname[OP_NTYPES] = {
 	"NEWFILE", "CREATE", "ADOPT", "DESTROY", "MAP", "UNMAP", "MARK",
 	"UNMARK", "ISVOL", "WRITE", "READ", "PURGE", "RPURGE", "PRIO",
-	"BUDGET", "DROPFILE", "RECVFILE", "BAD", "FORGET", "EXIT"};
+	"BUDGET", "DROPFILE", "RECVFILE", "BAD", "FORGET", "EXIT", "STATS"};
 static const char *howname[3] = {"region", "vrange", "fd"};
 static const char *kindname[4] = {"lib", "memfd", "shm", "anon"};
 
@@ -467,6 +513,7 @@ static void run_op(struct m_op *op, struct m_res *res, int fd)
 	op->n = opn;
 	total_ops++;
 	P[op->proc].calls++;
+	P[op->proc].purges_asked += op->type == OP_PURGE || op->type == OP_RPURGE;
 	peer_ops += op->proc != 0;
 	if (op->proc == 0) {
 		model_exec(op, fd, res);
@@ -1338,6 +1385,7 @@ static void g_budget(int p)
 	op.a2 = (1 + rn(4)) * ps;
 	tracef("#%u p%d BUDGET %" PRIu64, opn, p, op.a2);
 	P[p].budget = 1;
+	P[p].had_budget = 1;
 	run_op(&op, &res, -1);
 	expect_rc(&res, 0, "vrange_set_budget");
 }
@@ -2301,6 +2349,7 @@ int main(void)
 		}
 	}
 	ps = (size_t)sysconf(_SC_PAGESIZE);
+	coord_pid = getpid();
 	quick = q && *q && *q != '0';
 	verbose = env_u64("VRANGE_MODEL_VERBOSE", 0) != 0;
 	multi = env_u64("VRANGE_MODEL_PEERS", 1) != 0;
