@@ -106,6 +106,7 @@ START_TEST(plain_marks_here)
 	if (!head(r)->lib.plain)
 		TEST_SKIP("no plain marks on this machine: %s", st.plain_marks_off);
 	ck_assert_str_eq(st.plain_marks_off, "");
+	ck_assert_uint_eq(vrange_inline_lib()->plain, 1);
 	ck_assert_uint_eq(area_plain(r), 1);
 	marks_and_purges(r);
 	/* The purge turned plain marks off; its unlock put them back. */
@@ -122,6 +123,7 @@ START_TEST(turned_off_by_the_environment)
 	r = region(8);
 	ck_assert_str_eq(stats().plain_marks_off, "VRANGE_PLAIN_MARKS=0");
 	ck_assert_uint_eq(head(r)->lib.plain, 0);
+	ck_assert_uint_eq(vrange_inline_lib()->plain, 0);
 	/* Others sharing the file may mark plainly: this process fences. */
 	ck_assert_uint_eq(area_plain(r), 1);
 	marks_and_purges(r);

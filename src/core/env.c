@@ -151,6 +151,7 @@ static void fork_child(void)
 	vr_tick_attach(NULL); /* no ticker until the child's monitor starts */
 	fd_hint_fork_child();
 	plain_fence_init(vr_env.plain_marks);
+	region_inline_start();
 	vshared_fork_done();
 	disk_fork_done();
 	pool_fork_child();
@@ -172,6 +173,7 @@ static void init_basic_once(void)
 	read_env();
 	vr_mark_clock_init();
 	plain_fence_init(vr_env.plain_marks);
+	region_inline_start();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 

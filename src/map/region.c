@@ -164,6 +164,11 @@ __attribute__((constructor)) static void inline_setup(void)
 }
 #endif
 
+void region_inline_start(void)
+{
+	inline_lib.plain = plain_marks_on();
+}
+
 const struct vrange_inline_lib *vrange_inline_lib(void)
 {
 	return &inline_lib;
@@ -180,7 +185,6 @@ static void inline_head(struct vrange_region *r)
 	r->in.size = r->map.size;
 	r->in.pw = (const struct vrange_inline_pw *)(const void *)&r->file->tree.pw;
 	r->in.lib = inline_lib;
-	r->in.lib.plain = plain_marks_on();
 	if (vr_vdso_gettime)
 		r->in.lib.clock_gettime = (int (*)(int, struct vrange_inline_ts *))
 			(void (*)(void))vr_vdso_gettime;

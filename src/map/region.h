@@ -148,6 +148,11 @@ uint64_t region_count(void) VR_HIDDEN;
 int vr_page_range(uint64_t off, uint64_t len, uint64_t size, bool inward,
 		  uint64_t *start, uint64_t *end) VR_HIDDEN;
 
+/* At start-up (and in a fork child), once plain_fence_init has run: the
+ * library part of the inline path says whether marks may be plain
+ * (vrange_inline_lib()->plain, copied into every region's head). */
+void region_inline_start(void) VR_HIDDEN;
+
 /* pthread_atfork handlers (see env.c). */
 void region_fork_prepare(void) VR_HIDDEN;
 void region_fork_parent(void) VR_HIDDEN;
