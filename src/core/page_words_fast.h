@@ -246,9 +246,11 @@ static inline int pw_fast_mark_cost(struct pw_hdr *h, uint32_t n, uint64_t i,
 	w = pw_words_of(h, n) + pw_slot(i, n);
 	tag = pw_tag_at(w);
 	ot = __atomic_load_n(tag, __ATOMIC_RELAXED);
-	if (!ot && plain_marks_on() && pw_plain_mark(h, w, tag, seq, nt))
-		goto marked;
-	ot = __atomic_load_n(tag, __ATOMIC_RELAXED);
+	if (!ot && plain_marks_on()) {
+		if (pw_plain_mark(h, w, tag, seq, nt))
+			goto marked;
+		ot = __atomic_load_n(tag, __ATOMIC_RELAXED); /* changed since? */
+	}
 	/* Counted before the word turns volatile (and uncounted after it
 	 * turns back): a thread killed in between leaves the count high -
 	 * a scan for nothing - never low, which would hide the page from
